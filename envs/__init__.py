@@ -1,0 +1,7 @@
+"""Pure-functional two-player board games for azjax (jit- and vmap-able)."""
+
+from envs.conformance import check_env
+from envs.core import Env, GameState, play_moves
+from envs.registry import available, make, register
+
+__all__ = ["Env", "GameState", "available", "check_env", "make", "play_moves", "register"]
