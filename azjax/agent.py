@@ -1,0 +1,177 @@
+"""`Agent`: a trained network plus its search, for notebooks, the CLI and servers.
+
+    agent = azjax.Agent.load("tic_tac_toe")          # shipped model, run dir or snapshot dir
+    actions = agent.act(key, states)                  # int32 [B]
+    action, policy, value = agent.search(key, states) # [B], [B, A], [B]
+    policy, value = agent.evaluate(states)            # raw network, masked to legal moves
+
+Every batched method takes a vmapped env State of batch B. Batches are padded to a few fixed
+sizes and simulation counts are static, so repeated calls reuse a handful of compiled programs.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import envs
+from azjax.checkpoint import CheckpointError, load_model
+from azjax.config import ExperimentConfig
+from azjax.network import make_network
+from azjax.search import make_search, masked_logits
+from envs.core import Env
+
+__all__ = ["Agent", "resolve_model_dir", "MODELS_DIR"]
+
+MODELS_DIR = Path(__file__).resolve().parent / "models"
+_PAD_SIZES = (1, 8, 64, 256, 1024)
+
+
+def resolve_model_dir(spec: str | Path) -> Path:
+    """A game id (shipped model), a run dir (its newest snapshot) or a snapshot/model dir."""
+    path = Path(spec)
+    if (path / "model.json").is_file():
+        return path
+    if (path / "snapshots").is_dir():
+        snapshots = sorted((p for p in (path / "snapshots").iterdir()
+                            if p.is_dir() and p.name.isdigit()), key=lambda p: int(p.name))
+        if not snapshots:
+            raise CheckpointError(f"run dir {path} has no snapshots yet (one is written at "
+                                  "every evaluation)")
+        return snapshots[-1]
+    if str(spec) in envs.available() and not path.exists():
+        shipped = MODELS_DIR / str(spec)
+        if not (shipped / "model.json").is_file():
+            raise CheckpointError(f"no shipped model for {spec!r} in {MODELS_DIR}")
+        return shipped
+    raise CheckpointError(
+        f"{spec!r} is neither a game id with a shipped model ({', '.join(envs.available())}), "
+        "a run dir (with snapshots/), nor a model dir (with model.json)")
+
+
+def _pad_size(batch: int) -> int:
+    for size in _PAD_SIZES:
+        if batch <= size:
+            return size
+    return -(-batch // _PAD_SIZES[-1]) * _PAD_SIZES[-1]
+
+
+def _pad(states: Any, size: int) -> Any:
+    def pad(x):
+        extra = size - x.shape[0]
+        return jnp.concatenate([x, jnp.repeat(x[:1], extra, axis=0)]) if extra else x
+
+    return jax.tree.map(pad, states)
+
+
+class Agent:
+    """A network and its search over one game. Build with `Agent.load(spec)`."""
+
+    def __init__(self, env: Env, config: ExperimentConfig, params: Any,
+                 meta: dict[str, Any] | None = None, source: Path | None = None):
+        self.env = env
+        self.config = config
+        self.params = params
+        self.meta = meta or {}
+        self.source = source
+        _, self.apply_fn = make_network(config.network, env.num_actions)
+        self._search_fn = make_search(env, self.apply_fn, config.search)
+
+    @classmethod
+    def load(cls, spec: str | Path) -> Agent:
+        directory = resolve_model_dir(spec)
+        params, config, meta = load_model(directory)
+        return cls(envs.make(config.game), config, params, meta, directory)
+
+    @property
+    def num_simulations(self) -> int:
+        """The default simulations of `search` and `act`."""
+        return int(self.meta.get("num_simulations") or self.config.eval.num_simulations
+                   or self.config.search.num_simulations)
+
+    # ---- compiled kernels (cached per static arguments) --------------------------------------
+
+    @functools.cached_property
+    def _evaluate_jit(self):
+        def evaluate(params, states):
+            obs = jax.vmap(self.env.observe)(states)
+            logits, value = self.apply_fn({"params": params}, obs)
+            return jax.nn.softmax(masked_logits(logits, states.legal_action_mask)), value
+
+        return jax.jit(evaluate)
+
+    @functools.cached_property
+    def _search_jit(self):
+        def search(params, key, states, num_simulations, noise):
+            out = self._search_fn({"params": params}, key, states,
+                                  num_simulations=num_simulations, noise=noise)
+            return out.action, out.policy, out.value
+
+        return jax.jit(search, static_argnums=(3, 4))
+
+    # ---- public API ----------------------------------------------------------------------------
+
+    def evaluate(self, states: Any) -> tuple[jax.Array, jax.Array]:
+        """Raw network: (policy float32 [B, A] masked to legal moves, value float32 [B])."""
+        batch = states.current_player.shape[0]
+        policy, value = self._evaluate_jit(self.params, _pad(states, _pad_size(batch)))
+        return policy[:batch], value[:batch]
+
+    def search(self, key: jax.Array, states: Any, *, num_simulations: int | None = None,
+               noise: bool = False) -> tuple[jax.Array, jax.Array, jax.Array]:
+        """(action int32 [B], policy float32 [B, A], value float32 [B]) after search.
+
+        Without noise the action is the argmax of the search's final policy.
+        """
+        batch = states.current_player.shape[0]
+        simulations = int(num_simulations or self.num_simulations)
+        action, policy, value = self._search_jit(
+            self.params, key, _pad(states, _pad_size(batch)), simulations, bool(noise))
+        return action[:batch], policy[:batch], value[:batch]
+
+    def act(self, key: jax.Array, states: Any, *, num_simulations: int | None = None,
+            greedy: bool = True) -> jax.Array:
+        """int32 [B]: the search's move (argmax when greedy, else the search's sampled move).
+
+        `num_simulations=0` plays the raw network: argmax of the masked prior (ties -> lowest
+        index) when greedy, else a sample from it.
+        """
+        if num_simulations == 0:
+            policy, _ = self.evaluate(states)
+            if greedy:
+                return jnp.argmax(policy, axis=-1).astype(jnp.int32)
+            return jax.random.categorical(key, jnp.log(policy)).astype(jnp.int32)
+        return self.search(key, states, num_simulations=num_simulations, noise=not greedy)[0]
+
+    def player(self, *, num_simulations: int | None = None, greedy: bool = True):
+        """A jittable `act(key, states) -> int32[B]` for arenas (no padding, traced inline)."""
+        simulations = self.num_simulations if num_simulations is None else num_simulations
+        params, env, apply_fn, search_fn = self.params, self.env, self.apply_fn, self._search_fn
+
+        def act(key, states):
+            if simulations == 0:
+                logits, _ = apply_fn({"params": params}, jax.vmap(env.observe)(states))
+                logits = masked_logits(logits, states.legal_action_mask)
+                if greedy:
+                    return jnp.argmax(logits, axis=-1).astype(jnp.int32)
+                return jax.random.categorical(key, logits).astype(jnp.int32)
+            out = search_fn({"params": params}, key, states, num_simulations=simulations,
+                            noise=not greedy)
+            return out.action
+
+        return act
+
+    def __repr__(self) -> str:
+        return (f"Agent(game={self.env.name!r}, network={self.config.network.kind}, "
+                f"simulations={self.num_simulations}, source={str(self.source)!r})")
+
+
+def states_from_moves(env: Env, move_lists: list[list[int]]) -> Any:
+    """Batched State [B] from move lists (each validated by `envs.play_moves`)."""
+    states = [envs.play_moves(env, moves) for moves in move_lists]
+    return jax.tree.map(lambda *xs: jnp.stack([np.asarray(x) for x in xs]), *states)

@@ -1,0 +1,147 @@
+"""Run checkpoints (orbax) and params-only snapshots / exported models.
+
+Layout of a run dir::
+
+    run_dir/checkpoints/<iteration>/   orbax: the whole RunState + meta (config, wall_s, ...)
+    run_dir/snapshots/<iteration>/     params.msgpack + model.json, one per evaluation, kept
+    run_dir/metrics.jsonl, events.*, curves.png, config.yaml
+
+Checkpoints are written synchronously and atomically (orbax writes a temporary directory and
+renames it), so a process killed at any moment leaves the previous checkpoints intact. A
+snapshot (and an exported model) is self-contained: the network's params and the resolved
+config, with a format version.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import jax
+import orbax.checkpoint as ocp
+from flax import serialization
+
+from azjax.config import ConfigError, ExperimentConfig, config_from_dict, config_to_dict
+
+__all__ = [
+    "CheckpointError",
+    "MODEL_FORMAT_VERSION",
+    "RunCheckpointer",
+    "load_model",
+    "save_model",
+]
+
+MODEL_FORMAT_VERSION = 1
+_MODEL_JSON = "model.json"
+_PARAMS_FILE = "params.msgpack"
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint or model that is missing, corrupt or does not fit the run."""
+
+
+class RunCheckpointer:
+    """Saves and restores whole-run checkpoints under `run_dir/checkpoints`."""
+
+    def __init__(self, run_dir: str | Path, *, keep: int = 3, read_only: bool = False):
+        self.directory = Path(run_dir).absolute() / "checkpoints"
+        options = ocp.CheckpointManagerOptions(
+            max_to_keep=keep,
+            create=not read_only,
+            read_only=read_only,
+            enable_async_checkpointing=False,
+            cleanup_tmp_directories=not read_only,
+        )
+        self._manager = ocp.CheckpointManager(self.directory, options=options,
+                                              item_names=("state", "meta"))
+
+    def latest_iteration(self) -> int | None:
+        return self._manager.latest_step()
+
+    def all_iterations(self) -> list[int]:
+        return list(self._manager.all_steps())
+
+    def save(self, iteration: int, state: Any, meta: dict[str, Any]) -> None:
+        self._manager.save(iteration, args=ocp.args.Composite(
+            state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(meta)), force=True)
+        self._manager.wait_until_finished()
+
+    def restore_meta(self, iteration: int) -> dict[str, Any]:
+        try:
+            restored = self._manager.restore(
+                iteration, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))
+            return dict(restored["meta"])
+        except Exception as error:  # orbax raises many types for damaged files
+            raise CheckpointError(
+                f"checkpoint {self.directory / str(iteration)} is corrupt or unreadable "
+                f"(meta: {type(error).__name__}: {error})") from None
+
+    def restore_state(self, iteration: int, abstract_state: Any) -> Any:
+        try:
+            restored = self._manager.restore(
+                iteration, args=ocp.args.Composite(state=ocp.args.StandardRestore(abstract_state)))
+            return restored["state"]
+        except Exception as error:
+            raise CheckpointError(
+                f"checkpoint {self.directory / str(iteration)} is corrupt or does not match "
+                f"this run's state ({type(error).__name__}: {str(error)[:300]})") from None
+
+    def close(self) -> None:
+        self._manager.close()
+
+
+def save_model(directory: str | Path, params: Any, config: ExperimentConfig,
+               extra: dict[str, Any] | None = None) -> Path:
+    """Writes a self-contained model (params + config + format version), atomically."""
+    directory = Path(directory)
+    tmp = directory.with_name(directory.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    (tmp / _PARAMS_FILE).write_bytes(serialization.to_bytes(jax.device_get(params)))
+    meta = {"format_version": MODEL_FORMAT_VERSION, "game": config.game,
+            "config": config_to_dict(config), **(extra or {})}
+    (tmp / _MODEL_JSON).write_text(json.dumps(meta, indent=2) + "\n")
+    if directory.exists():
+        shutil.rmtree(directory)
+    os.replace(tmp, directory)
+    return directory
+
+
+def load_model(directory: str | Path) -> tuple[Any, ExperimentConfig, dict[str, Any]]:
+    """(params, config, meta) of a model saved by `save_model`.
+
+    Raises:
+      CheckpointError: naming the directory and what is missing or corrupt.
+    """
+    from azjax.network import init_network  # late: keeps this module light
+    import envs
+
+    directory = Path(directory)
+    meta_path, params_path = directory / _MODEL_JSON, directory / _PARAMS_FILE
+    if not meta_path.is_file() or not params_path.is_file():
+        raise CheckpointError(f"{directory} is not an azjax model: it needs {_MODEL_JSON} and "
+                              f"{_PARAMS_FILE}")
+    try:
+        meta = json.loads(meta_path.read_text())
+    except json.JSONDecodeError as error:
+        raise CheckpointError(f"{meta_path} is corrupt: {error}") from None
+    version = meta.get("format_version")
+    if version != MODEL_FORMAT_VERSION:
+        raise CheckpointError(f"{meta_path}: model format {version!r} is not supported "
+                              f"(this azjax reads format {MODEL_FORMAT_VERSION})")
+    try:
+        config = config_from_dict(meta["config"])
+    except (KeyError, ConfigError) as error:
+        raise CheckpointError(f"{meta_path}: bad config ({error})") from None
+    env = envs.make(config.game)
+    template = init_network(config.network, env.num_actions, env.observation_shape,
+                            jax.random.PRNGKey(0))["params"]
+    try:
+        params = serialization.from_bytes(template, params_path.read_bytes())
+    except Exception as error:
+        raise CheckpointError(f"{params_path} is corrupt or does not fit its config "
+                              f"({type(error).__name__}: {error})") from None
+    return params, config, meta

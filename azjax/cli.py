@@ -1,0 +1,116 @@
+"""The `azjax` command line: train, eval, export.
+
+Errors the user can fix (bad config, corrupt checkpoint, unknown game...) print one line,
+`error: ...`, and exit with status 2, without a traceback and without touching the run dir.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from azjax import __version__
+
+app = typer.Typer(
+    name="azjax",
+    help="AlphaZero in JAX: train, evaluate and export agents for two-player board games.",
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"azjax {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                          help="Print the version and exit.")] = False,
+) -> None:
+    """AlphaZero in JAX."""
+
+
+def _fail(error: Exception) -> None:
+    typer.echo(f"error: {error}", err=True)
+    raise typer.Exit(code=2)
+
+
+def _user_errors():
+    from azjax.checkpoint import CheckpointError
+    from azjax.config import ConfigError
+    from azjax.run import TrainingError
+
+    return (CheckpointError, ConfigError, TrainingError, ValueError, FileNotFoundError)
+
+
+@app.command()
+def train(
+    config: Annotated[Path, typer.Argument(help="Experiment YAML, e.g. experiments/tic_tac_toe.yaml")],
+    run_dir: Annotated[Path | None, typer.Option(help="Default: runs/<config stem>")] = None,
+    set_: Annotated[list[str] | None, typer.Option(
+        "--set", help="Override a config key, e.g. --set search.num_simulations=32")] = None,
+    progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
+) -> None:
+    """Train from a config; resumes if the run dir holds a checkpoint."""
+    from azjax.config import load_config
+    from azjax.run import train as run_training
+
+    try:
+        cfg = load_config(config, set_ or [])
+        result = run_training(cfg, run_dir or Path("runs") / config.stem, show_progress=progress)
+    except _user_errors() as error:
+        _fail(error)
+    ttp = result.time_to_perfect_s
+    typer.echo(f"done: {result.iterations} iterations, wall_s {result.wall_s:.1f}"
+               + (f", time to perfect play {ttp:.1f} s" if ttp is not None else "")
+               + f"; results in {result.run_dir}")
+
+
+@app.command("eval")
+def evaluate(
+    spec: Annotated[str, typer.Argument(help="Game id (shipped model), run dir or snapshot dir")],
+    against: Annotated[list[str] | None, typer.Option(
+        help="random | greedy | mcts:N | another SPEC (repeatable)")] = None,
+    oracle: Annotated[str | None, typer.Option(
+        help="Score against perfect play; a directory for connect four's oracle files")] = None,
+    games: Annotated[int, typer.Option(help="Arena games per opponent (both colours)")] = 200,
+    simulations: Annotated[int | None, typer.Option(help="Search simulations")] = None,
+    seed: Annotated[int, typer.Option()] = 0,
+) -> None:
+    """Evaluate an agent: arenas against baselines or agents, and oracle scoring."""
+    from azjax.evaluation import evaluate_agent
+
+    try:
+        lines = evaluate_agent(spec, against=against or [], oracle=oracle, games=games,
+                               num_simulations=simulations, seed=seed)
+    except _user_errors() as error:
+        _fail(error)
+    for line in lines:
+        typer.echo(line)
+
+
+@app.command()
+def export(
+    run_dir: Annotated[Path, typer.Argument(help="A training run dir")],
+    snapshot: Annotated[str | None, typer.Argument(help="Snapshot iteration (default: newest)")] = None,
+    to: Annotated[Path, typer.Option("--to", help="Output directory")] = Path("model"),
+) -> None:
+    """Write a self-contained model (params, config, search defaults, format version)."""
+    from azjax.export import export_model
+
+    try:
+        out = export_model(run_dir, snapshot, to)
+    except _user_errors() as error:
+        _fail(error)
+    typer.echo(f"exported {out}")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(app())

@@ -1,0 +1,302 @@
+"""Experiment configuration: nested frozen dataclasses, loaded from YAML, validated by name.
+
+Frozen dataclasses are hashable, so a config (or any part of it) can be a static jit argument.
+`load_config(path, overrides)` reads a file, applies `--set a.b=value` overrides, and rejects
+unknown keys and wrong types naming the offending key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+__all__ = [
+    "BudgetConfig",
+    "CheckpointConfig",
+    "ConfigError",
+    "EvalConfig",
+    "ExperimentConfig",
+    "NetworkConfig",
+    "ReplayConfig",
+    "SearchConfig",
+    "SelfPlayConfig",
+    "TrainConfig",
+    "config_from_dict",
+    "config_to_dict",
+    "load_config",
+    "parse_override",
+]
+
+
+class ConfigError(ValueError):
+    """A config file or override that cannot be used; the message names the key."""
+
+
+@dataclasses.dataclass(frozen=True)
+class NetworkConfig:
+    kind: Literal["resnet", "mlp"] = "resnet"
+    channels: int = 32  # resnet: channels of the stem and every block
+    blocks: int = 4  # resnet: residual blocks
+    hidden: tuple[int, ...] = (128, 128)  # mlp: hidden layer widths
+    policy_channels: int = 2  # resnet policy head's 1x1 conv
+    value_channels: int = 1  # resnet value head's 1x1 conv
+    value_hidden: int = 64  # resnet value head's dense layer
+
+
+@dataclasses.dataclass(frozen=True)
+class SearchConfig:
+    """One-to-one with mctx's arguments (`muzero_policy` / `gumbel_muzero_policy`)."""
+
+    algorithm: Literal["gumbel", "puct"] = "gumbel"
+    num_simulations: int = 16
+    # puct (muzero_policy)
+    pb_c_init: float = 1.25
+    pb_c_base: float = 19652.0
+    dirichlet_alpha: float = 0.3
+    dirichlet_fraction: float = 0.25
+    # gumbel (gumbel_muzero_policy)
+    max_num_considered_actions: int = 16
+    gumbel_scale: float = 1.0
+    # both; `completed_by_mix_value` is gumbel's usual choice, `by_parent_and_siblings` puct's
+    qtransform: Literal["completed_by_mix_value", "by_parent_and_siblings", "by_min_max"] = (
+        "completed_by_mix_value"
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class SelfPlayConfig:
+    batch_size: int = 256  # games played in lockstep
+    chunk_length: int = 0  # steps per iteration; 0 = max_game_length
+    max_game_length: int = 0  # longer games are truncated (no value target); 0 = the game's bound
+    temperature_moves: int = 0  # moves sampled from the search policy; later moves are greedy
+    random_opening_prob: float = 0.0  # share of games that open with random moves
+    random_opening_max_moves: int = 0  # such a game opens with 1..max uniform random moves
+    symmetries: bool = True  # augment training samples with a random symmetry of the game
+
+
+@dataclasses.dataclass(frozen=True)
+class ReplayConfig:
+    capacity: int = 100_000  # positions the buffer holds (allocated up front)
+    window_start: int = 0  # sample from the newest positions only; 0 = the whole capacity
+    window_growth: int = 0  # the window grows by this many positions per iteration
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+    batch_size: int = 256
+    updates_per_iteration: int = 8
+    optimizer: Literal["sgd", "adam"] = "adam"
+    learning_rate: float = 1e-3
+    lr_schedule: Literal["constant", "cosine", "warmup_cosine"] = "constant"
+    lr_decay_steps: int = 10_000  # schedule length in update steps
+    warmup_steps: int = 0
+    momentum: float = 0.9  # sgd only
+    weight_decay: float = 1e-4  # L2 on kernels, through optax
+    value_loss_weight: float = 1.0
+    max_grad_norm: float = 0.0  # 0 = no clipping
+    min_replay_size: int = 0  # no updates until the buffer holds this many positions
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalConfig:
+    every_iterations: int = 10
+    oracle: bool = True  # score raw network and search against the game's oracle, if any
+    oracle_dir: str = ""  # directory of oracle files (connect four); "" = built-in/none
+    arena_games: int = 200  # games against each opponent below (both colours)
+    opponents: tuple[str, ...] = ("random", "greedy")
+    num_simulations: int = 0  # search simulations at evaluation; 0 = search.num_simulations
+
+
+@dataclasses.dataclass(frozen=True)
+class BudgetConfig:
+    max_iterations: int = 0  # 0 = unlimited
+    max_wall_s: float = 0.0  # 0 = unlimited; counts across resumed segments
+    stop_when_perfect: bool = False  # stop at the first evaluation meeting the perfect-play bar
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckpointConfig:
+    every_iterations: int = 10
+    keep: int = 3
+
+
+@dataclasses.dataclass(frozen=True)
+class ExperimentConfig:
+    game: str = "tic_tac_toe"
+    seed: int = 0
+    network: NetworkConfig = NetworkConfig()
+    search: SearchConfig = SearchConfig()
+    selfplay: SelfPlayConfig = SelfPlayConfig()
+    replay: ReplayConfig = ReplayConfig()
+    train: TrainConfig = TrainConfig()
+    eval: EvalConfig = EvalConfig()
+    budget: BudgetConfig = BudgetConfig()
+    checkpoint: CheckpointConfig = CheckpointConfig()
+
+    def __post_init__(self) -> None:
+        _validate(self)
+
+
+# ---- conversion --------------------------------------------------------------------------------
+
+
+def _coerce(value: Any, annotation: Any, key: str) -> Any:
+    """Checks `value` against a field's type annotation, converting lists to tuples."""
+    origin = typing.get_origin(annotation)
+    if dataclasses.is_dataclass(annotation):
+        if not isinstance(value, dict):
+            raise ConfigError(f"{key}: expected a mapping, got {value!r}")
+        return _from_dict(annotation, value, prefix=key + ".")
+    if origin is Literal:
+        choices = typing.get_args(annotation)
+        if value not in choices:
+            raise ConfigError(f"{key}: must be one of {list(choices)}, got {value!r}")
+        return value
+    if origin is tuple:
+        item_type = typing.get_args(annotation)[0]
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{key}: expected a list, got {value!r}")
+        return tuple(_coerce(v, item_type, f"{key}[{i}]") for i, v in enumerate(value))
+    if origin in (typing.Union, types.UnionType):
+        raise ConfigError(f"{key}: unsupported annotation {annotation}")
+    if annotation is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{key}: expected true or false, got {value!r}")
+        return value
+    if annotation is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{key}: expected an integer, got {value!r}")
+        return value
+    if annotation is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{key}: expected a number, got {value!r}")
+        return float(value)
+    if annotation is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"{key}: expected a string, got {value!r}")
+        return value
+    raise ConfigError(f"{key}: unsupported annotation {annotation}")
+
+
+def _from_dict(cls: type, data: dict[str, Any], prefix: str = "") -> Any:
+    hints = typing.get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - names)
+    if unknown:
+        raise ConfigError(
+            f"unknown config key {prefix + unknown[0]!r}; known keys under "
+            f"{prefix.rstrip('.') or 'the top level'}: {', '.join(sorted(names))}"
+        )
+    kwargs = {name: _coerce(value, hints[name], prefix + name) for name, value in data.items()}
+    return cls(**kwargs)
+
+
+def config_from_dict(data: dict[str, Any]) -> ExperimentConfig:
+    """Builds and validates an ExperimentConfig; missing keys take their defaults."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"a config must be a mapping, got {type(data).__name__}")
+    return _from_dict(ExperimentConfig, data)
+
+
+def config_to_dict(config: Any) -> dict[str, Any]:
+    """Plain nested dict (tuples as lists), the inverse of `config_from_dict`."""
+
+    def plain(value: Any) -> Any:
+        if isinstance(value, tuple):
+            return [plain(v) for v in value]
+        return value
+
+    return {
+        f.name: config_to_dict(getattr(config, f.name))
+        if dataclasses.is_dataclass(getattr(config, f.name))
+        else plain(getattr(config, f.name))
+        for f in dataclasses.fields(config)
+    }
+
+
+def parse_override(text: str) -> tuple[list[str], Any]:
+    """`"search.num_simulations=32"` -> (["search", "num_simulations"], 32) (value as YAML)."""
+    if "=" not in text:
+        raise ConfigError(f"an override is KEY=VALUE, got {text!r}")
+    key, raw = text.split("=", 1)
+    path = [part for part in key.strip().split(".") if part]
+    if not path:
+        raise ConfigError(f"an override needs a key, got {text!r}")
+    return path, yaml.safe_load(raw) if raw.strip() else ""
+
+
+def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """Returns a copy of `data` with each `KEY=VALUE` override set (nested keys by dots)."""
+    data = yaml.safe_load(yaml.safe_dump(data)) or {}
+    for text in overrides:
+        path, value = parse_override(text)
+        node = data
+        for part in path[:-1]:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"{'.'.join(path)}: {part} is not a section")
+        node[path[-1]] = value
+    return data
+
+
+def load_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> ExperimentConfig:
+    """Reads a YAML config file and applies `KEY=VALUE` overrides."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"config file not found: {path}")
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as error:
+        raise ConfigError(f"{path}: not valid YAML ({error})") from None
+    return config_from_dict(apply_overrides(data, list(overrides)))
+
+
+# ---- validation ----------------------------------------------------------------------------------
+
+
+def _require(condition: bool, key: str, message: str) -> None:
+    if not condition:
+        raise ConfigError(f"{key}: {message}")
+
+
+def _validate(config: ExperimentConfig) -> None:
+    import envs  # late import: envs imports jax
+
+    _require(config.game in envs.available(), "game",
+             f"unknown game {config.game!r}; available: {', '.join(envs.available())}")
+    net, search, play = config.network, config.search, config.selfplay
+    _require(net.channels > 0 and net.blocks >= 0, "network", "channels > 0 and blocks >= 0")
+    _require(all(h > 0 for h in net.hidden), "network.hidden", "widths must be positive")
+    _require(search.num_simulations >= 1, "search.num_simulations", "must be >= 1")
+    _require(search.max_num_considered_actions >= 1, "search.max_num_considered_actions",
+             "must be >= 1")
+    _require(0.0 <= search.dirichlet_fraction <= 1.0, "search.dirichlet_fraction", "in [0, 1]")
+    _require(search.dirichlet_alpha > 0, "search.dirichlet_alpha", "must be > 0")
+    _require(play.batch_size >= 1, "selfplay.batch_size", "must be >= 1")
+    _require(play.chunk_length >= 0, "selfplay.chunk_length", "must be >= 0")
+    _require(play.max_game_length >= 0, "selfplay.max_game_length", "must be >= 0")
+    _require(0.0 <= play.random_opening_prob <= 1.0, "selfplay.random_opening_prob", "in [0, 1]")
+    _require(play.random_opening_max_moves >= 0, "selfplay.random_opening_max_moves", ">= 0")
+    _require(play.random_opening_prob == 0 or play.random_opening_max_moves >= 1,
+             "selfplay.random_opening_max_moves", "must be >= 1 when random_opening_prob > 0")
+    _require(config.replay.capacity >= config.train.batch_size, "replay.capacity",
+             "must be >= train.batch_size")
+    _require(config.replay.window_start >= 0 and config.replay.window_growth >= 0,
+             "replay.window_start", "window sizes must be >= 0")
+    _require(config.train.batch_size >= 1, "train.batch_size", "must be >= 1")
+    _require(config.train.updates_per_iteration >= 0, "train.updates_per_iteration", ">= 0")
+    _require(config.train.learning_rate > 0, "train.learning_rate", "must be > 0")
+    _require(config.train.weight_decay >= 0, "train.weight_decay", "must be >= 0")
+    _require(config.eval.every_iterations >= 1, "eval.every_iterations", "must be >= 1")
+    for opponent in config.eval.opponents:
+        _require(opponent in ("random", "greedy") or opponent.startswith("mcts:"),
+                 "eval.opponents", f"unknown opponent {opponent!r} (random, greedy, mcts:N)")
+    _require(config.checkpoint.every_iterations >= 1, "checkpoint.every_iterations", ">= 1")
+    _require(config.checkpoint.keep >= 1, "checkpoint.keep", "must be >= 1")
+    _require(config.budget.max_iterations >= 0 and config.budget.max_wall_s >= 0, "budget",
+             "limits must be >= 0")

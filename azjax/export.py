@@ -1,0 +1,85 @@
+"""`azjax export`: a run's snapshot as a self-contained model directory with a model card."""
+
+from __future__ import annotations
+
+import json
+import platform
+from pathlib import Path
+
+from azjax.agent import resolve_model_dir
+from azjax.checkpoint import CheckpointError, load_model, save_model
+
+__all__ = ["export_model"]
+
+
+def _machine() -> str:
+    import os
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{cpu}, {os.cpu_count()} cores, {platform.system()}"
+
+
+def export_model(run_dir: str | Path, snapshot: str | None, to: str | Path) -> Path:
+    """Copies snapshot `snapshot` (default: the newest) of `run_dir` to `to`, adding the
+    search defaults, the run's provenance and a Markdown model card (MODEL_CARD.md)."""
+    run_dir = Path(run_dir)
+    if snapshot is None:
+        source = resolve_model_dir(run_dir)
+    else:
+        source = run_dir / "snapshots" / str(snapshot)
+        if not (source / "model.json").is_file():
+            raise CheckpointError(f"no snapshot {snapshot} in {run_dir / 'snapshots'}")
+    params, config, meta = load_model(source)
+    end = [r for r in _read_jsonl(run_dir / "metrics.jsonl") if r.get("event") == "end"]
+    extra = {
+        **{k: v for k, v in meta.items() if k not in ("format_version", "game", "config")},
+        "num_simulations": config.eval.num_simulations or config.search.num_simulations,
+        "search": {"algorithm": config.search.algorithm},
+        "seed": config.seed,
+        "machine": _machine(),
+        "source": str(source),
+        "time_to_perfect_s": end[-1].get("time_to_perfect_s") if end else None,
+    }
+    out = save_model(to, params, config, extra)
+    (out / "MODEL_CARD.md").write_text(_card(config, extra))
+    return out
+
+
+def _read_jsonl(path: Path) -> list[dict]:
+    if not path.is_file():
+        return []
+    rows = []
+    for line in path.read_text().splitlines():
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            break
+    return rows
+
+
+def _card(config, extra: dict) -> str:
+    net = config.network
+    shape = (f"MLP {list(net.hidden)}" if net.kind == "mlp"
+             else f"ResNet {net.blocks} blocks x {net.channels} channels")
+    lines = [
+        f"# azjax model: {config.game}",
+        "",
+        f"- network: {shape}",
+        f"- search: {config.search.algorithm}, {extra['num_simulations']} simulations by default",
+        f"- trained: iteration {extra.get('iteration')}, wall_s {extra.get('wall_s', 0):.1f}, "
+        f"{extra.get('positions')} self-play positions, seed {config.seed}",
+        f"- machine: {extra['machine']}",
+        "",
+        "## Evaluation at export",
+        "",
+    ]
+    for key, value in sorted((extra.get("eval") or {}).items()):
+        lines.append(f"- {key}: {value}")
+    return "\n".join(lines) + "\n"

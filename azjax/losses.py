@@ -1,0 +1,40 @@
+"""AlphaZero's loss: value MSE + policy cross-entropy (L2 lives in the optimizer, via optax)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from azjax.network import ApplyFn
+from azjax.types import Positions
+
+__all__ = ["alphazero_loss"]
+
+
+def alphazero_loss(params: Any, apply_fn: ApplyFn, batch: Positions, *,
+                   value_loss_weight: float = 1.0) -> tuple[jax.Array, dict[str, jax.Array]]:
+    """(z - v)^2 (masked by `value_mask`) - pi . log p, averaged over the batch [B].
+
+    Returns the scalar loss and a dict of scalar metrics.
+    """
+    logits, value = apply_fn({"params": params}, batch.observation, train=True)
+    log_p = jax.nn.log_softmax(logits)
+    policy_loss = -jnp.sum(batch.policy * log_p, axis=-1).mean()
+    mask = batch.value_mask.astype(jnp.float32)
+    value_count = jnp.maximum(mask.sum(), 1.0)
+    value_loss = jnp.sum(mask * (batch.value - value) ** 2) / value_count
+    # The target policy's own entropy: policy_loss - target_entropy = KL(target || net).
+    target_entropy = -jnp.sum(jnp.where(batch.policy > 0, batch.policy * jnp.log(batch.policy),
+                                        0.0), axis=-1).mean()
+    close = jnp.abs(batch.value - value) < 0.5
+    metrics = {
+        "loss/value": value_loss,
+        "loss/policy": policy_loss,
+        "loss/policy_kl": policy_loss - target_entropy,
+        "policy/entropy": -jnp.sum(jnp.exp(log_p) * log_p, axis=-1).mean(),
+        "value/within_half": jnp.sum(mask * close) / value_count,
+        "value/mean_abs": jnp.abs(value).mean(),
+    }
+    return policy_loss + value_loss_weight * value_loss, metrics

@@ -1,0 +1,119 @@
+"""Run logging: metrics.jsonl, TensorBoard event files, and a PNG of the learning curves."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+__all__ = ["MetricsLogger", "plot_curves", "read_metrics"]
+
+_CURVES = (  # (title, metric keys) per panel of curves.png
+    ("loss", ("loss/value", "loss/policy")),
+    ("oracle error (%)", ("eval/oracle/raw_error", "eval/oracle/search_error")),
+    ("arena score", ("eval/vs_random/score", "eval/vs_greedy/score")),
+    ("self-play results", ("selfplay/first_player_win_rate", "selfplay/draw_rate")),
+)
+
+
+def read_metrics(path: str | Path) -> list[dict[str, Any]]:
+    path = Path(path)
+    if not path.is_file():
+        return []
+    records = []
+    for line in path.read_text().splitlines():
+        if line.strip():
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError:
+                break  # a torn last line from a killed process
+    return records
+
+
+class MetricsLogger:
+    """Appends records to `run_dir/metrics.jsonl` and mirrors scalars to TensorBoard."""
+
+    def __init__(self, run_dir: str | Path, *, resume_iteration: int | None = None,
+                 enabled: bool = True):
+        self.run_dir = Path(run_dir)
+        self.path = self.run_dir / "metrics.jsonl"
+        self.enabled = enabled
+        self._writer = None
+        if not enabled:
+            return
+        if resume_iteration is not None:
+            # Drop records from work after the restored checkpoint: it is redone.
+            kept = [r for r in read_metrics(self.path)
+                    if r.get("iteration", 0) <= resume_iteration]
+            self.path.write_text("".join(json.dumps(r) + "\n" for r in kept))
+        from tensorboardX import SummaryWriter
+
+        self._writer = SummaryWriter(str(self.run_dir / "tensorboard"))
+
+    def log(self, record: dict[str, Any]) -> None:
+        if not self.enabled:
+            return
+        clean = {k: _plain(v) for k, v in record.items()}
+        with self.path.open("a") as f:
+            f.write(json.dumps(clean) + "\n")
+        step = int(clean.get("iteration", 0))
+        for key, value in clean.items():
+            if key != "iteration" and isinstance(value, (int, float)) and math.isfinite(value):
+                self._writer.add_scalar(key, value, step)
+        self._writer.flush()
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+
+
+def _plain(value: Any) -> Any:
+    try:
+        import numpy as np
+
+        if isinstance(value, np.ndarray | np.generic):
+            value = value.item() if value.size == 1 else value.tolist()
+    except ImportError:  # pragma: no cover
+        pass
+    return value
+
+
+def plot_curves(run_dir: str | Path) -> Path | None:
+    """Draws curves.png from metrics.jsonl against wall_s; returns its path."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    run_dir = Path(run_dir)
+    records = [r for r in read_metrics(run_dir / "metrics.jsonl") if "wall_s" in r]
+    if not records:
+        return None
+    fig, axes = plt.subplots(2, 2, figsize=(11, 7.5))
+    for ax, (title, keys) in zip(axes.flat, _CURVES, strict=True):
+        for key in keys:
+            points = [(r["wall_s"], r[key]) for r in records if isinstance(r.get(key), (int, float))]
+            if points:
+                xs, ys = zip(*points, strict=True)
+                ax.plot(xs, ys, marker="o" if len(points) < 30 else None, ms=3,
+                        label=key.split("/", 1)[1])
+        ax.set_title(title)
+        ax.set_xlabel("wall_s")
+        ax.grid(alpha=0.3)
+        if ax.lines:
+            ax.legend(fontsize=8)
+    extra_sets = sorted({k for r in records for k in r if k.startswith("eval/oracle/set/")})
+    if extra_sets:  # per-set oracle errors share the oracle panel
+        ax = axes.flat[1]
+        for key in extra_sets:
+            points = [(r["wall_s"], r[key]) for r in records if key in r]
+            xs, ys = zip(*points, strict=True)
+            ax.plot(xs, ys, lw=1, ls="--", label=key.rsplit("/", 1)[1])
+        ax.legend(fontsize=7)
+    fig.suptitle(f"azjax run: {run_dir.name}")
+    fig.tight_layout()
+    out = run_dir / "curves.png"
+    fig.savefig(out, dpi=90)
+    plt.close(fig)
+    return out

@@ -1,0 +1,108 @@
+"""The two-headed policy/value network: an AlphaZero ResNet, or a small MLP for tiny boards.
+
+Normalisation policy: stateless LayerNorm (over channels) in place of BatchNorm. The network
+then has no batch statistics, so search, training and multi-device runs see the same function
+with nothing to sync or switch between train and eval modes. `apply(..., train=...)` is
+accepted for API stability and changes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from azjax.config import NetworkConfig
+
+__all__ = ["ApplyFn", "PolicyValueNet", "init_network", "make_network", "count_flops"]
+
+# apply(variables, obs[B, *obs], *, train=False) -> (logits[B, A], value[B])
+ApplyFn = Callable[..., tuple[jax.Array, jax.Array]]
+
+
+class _ResidualBlock(nn.Module):
+    channels: int
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        y = nn.Conv(self.channels, (3, 3), use_bias=False)(x)
+        y = nn.relu(nn.LayerNorm()(y))
+        y = nn.Conv(self.channels, (3, 3), use_bias=False)(y)
+        y = nn.LayerNorm()(y)
+        return nn.relu(x + y)
+
+
+class _ResNet(nn.Module):
+    config: NetworkConfig
+    num_actions: int
+
+    @nn.compact
+    def __call__(self, obs: jax.Array) -> tuple[jax.Array, jax.Array]:
+        cfg = self.config
+        x = nn.Conv(cfg.channels, (3, 3), use_bias=False)(obs)
+        x = nn.relu(nn.LayerNorm()(x))
+        for _ in range(cfg.blocks):
+            x = _ResidualBlock(cfg.channels)(x)
+        p = nn.relu(nn.LayerNorm()(nn.Conv(cfg.policy_channels, (1, 1), use_bias=False)(x)))
+        logits = nn.Dense(self.num_actions)(p.reshape(p.shape[0], -1))
+        v = nn.relu(nn.LayerNorm()(nn.Conv(cfg.value_channels, (1, 1), use_bias=False)(x)))
+        v = nn.relu(nn.Dense(cfg.value_hidden)(v.reshape(v.shape[0], -1)))
+        value = jnp.tanh(nn.Dense(1)(v))[:, 0]
+        return logits, value
+
+
+class _MLP(nn.Module):
+    config: NetworkConfig
+    num_actions: int
+
+    @nn.compact
+    def __call__(self, obs: jax.Array) -> tuple[jax.Array, jax.Array]:
+        x = obs.reshape(obs.shape[0], -1)
+        for width in self.config.hidden:
+            x = nn.relu(nn.Dense(width)(x))
+        logits = nn.Dense(self.num_actions)(x)
+        value = jnp.tanh(nn.Dense(1)(x))[:, 0]
+        return logits, value
+
+
+class PolicyValueNet(nn.Module):
+    """obs float32[B, *obs] -> (logits float32[B, A], value float32[B] in [-1, 1])."""
+
+    config: NetworkConfig
+    num_actions: int
+
+    @nn.compact
+    def __call__(self, obs: jax.Array, *, train: bool = False) -> tuple[jax.Array, jax.Array]:
+        del train  # stateless normalisation: train and eval are the same function
+        body = _ResNet if self.config.kind == "resnet" else _MLP
+        return body(self.config, self.num_actions, name=self.config.kind)(obs)
+
+
+def make_network(config: NetworkConfig, num_actions: int) -> tuple[PolicyValueNet, ApplyFn]:
+    """The module and its apply function `apply(variables, obs, *, train=False)`."""
+    module = PolicyValueNet(config, num_actions)
+
+    def apply(variables, obs: jax.Array, *, train: bool = False):
+        return module.apply(variables, obs, train=train)
+
+    return module, apply
+
+
+def init_network(config: NetworkConfig, num_actions: int, observation_shape: tuple[int, ...],
+                 key: jax.Array) -> dict:
+    """Fresh variables ({"params": ...}) for the network."""
+    module = PolicyValueNet(config, num_actions)
+    return module.init(key, jnp.zeros((1, *observation_shape), jnp.float32))
+
+
+def count_flops(apply: ApplyFn, variables: dict, observation_shape: tuple[int, ...],
+                batch_size: int = 1) -> float:
+    """FLOPs of one forward pass for `batch_size` observations, from XLA's cost analysis."""
+    obs = jnp.zeros((batch_size, *observation_shape), jnp.float32)
+    compiled = jax.jit(apply).lower(variables, obs).compile()
+    analysis = compiled.cost_analysis()
+    if isinstance(analysis, list):
+        analysis = analysis[0]
+    return float(analysis.get("flops", 0.0))

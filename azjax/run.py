@@ -1,0 +1,200 @@
+"""The host loop of `azjax train`: iterate, evaluate, log, checkpoint, resume.
+
+Everything heavy is a compiled call (`Learner.iteration`, the evaluator); this file only
+decides when to call what, and keeps the run dir consistent:
+- a run dir with a checkpoint resumes from it; the saved config wins and only `budget.*` may
+  differ from the requested one;
+- every error about the run dir (corrupt checkpoint, other game, changed config) is raised
+  before anything on disk is touched;
+- iteration keys are `fold_in(root, iteration)`, so a resumed run replays the same randomness
+  and ends with the same parameters as a run never stopped.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import jax
+import numpy as np
+import yaml
+from tqdm.auto import tqdm
+
+import envs
+from azjax.checkpoint import CheckpointError, RunCheckpointer, save_model
+from azjax.config import ConfigError, ExperimentConfig, config_from_dict, config_to_dict
+from azjax.metrics import MetricsLogger, plot_curves
+from azjax.train import Learner, RunState
+
+__all__ = ["TrainingError", "RunResult", "train", "open_run"]
+
+
+class TrainingError(RuntimeError):
+    """Training cannot go on (e.g. a NaN loss); the last good checkpoint is kept."""
+
+
+@dataclasses.dataclass(frozen=True)
+class RunResult:
+    run_dir: Path
+    iterations: int
+    wall_s: float
+    final_metrics: dict[str, Any]
+    time_to_perfect_s: float | None
+
+
+def _config_differences(saved: ExperimentConfig, requested: ExperimentConfig) -> list[str]:
+    a, b = config_to_dict(saved), config_to_dict(requested)
+    diffs = []
+    for section in a:
+        if section == "budget":
+            continue
+        if isinstance(a[section], dict):
+            diffs += [f"{section}.{k}: saved {a[section][k]!r}, requested {b[section].get(k)!r}"
+                      for k in a[section] if a[section][k] != b[section].get(k)]
+        elif a[section] != b[section]:
+            diffs.append(f"{section}: saved {a[section]!r}, requested {b[section]!r}")
+    return diffs
+
+
+def open_run(run_dir: Path, requested: ExperimentConfig):
+    """Checks a run dir before anything is written. Returns (config, resume meta or None).
+
+    Raises:
+      CheckpointError / ConfigError: another game's run, a changed config, a corrupt checkpoint.
+    """
+    checkpoint_dir = run_dir / "checkpoints"
+    if not checkpoint_dir.is_dir() or not any(p.name.isdigit() for p in checkpoint_dir.iterdir()):
+        return requested, None
+    reader = RunCheckpointer(run_dir, read_only=True)
+    latest = reader.latest_iteration()
+    if latest is None:
+        return requested, None
+    meta = reader.restore_meta(latest)
+    reader.close()
+    try:
+        saved = config_from_dict(meta["config"])
+    except (KeyError, ConfigError) as error:
+        raise CheckpointError(f"checkpoint {checkpoint_dir / str(latest)} has a bad config: "
+                              f"{error}") from None
+    if saved.game != requested.game:
+        raise CheckpointError(f"{run_dir} holds a {saved.game} run; this config trains "
+                              f"{requested.game} (choose another --run-dir)")
+    diffs = _config_differences(saved, requested)
+    if diffs:
+        raise ConfigError(f"{run_dir} was started with another config; only budget.* may change "
+                          f"on resume. Differences: {'; '.join(diffs)}")
+    return dataclasses.replace(saved, budget=requested.budget), {**meta, "iteration": latest}
+
+
+def _budget_left(config: ExperimentConfig, iteration: int, wall_s: float) -> bool:
+    budget = config.budget
+    if budget.max_iterations and iteration >= budget.max_iterations:
+        return False
+    return not (budget.max_wall_s and wall_s >= budget.max_wall_s)
+
+
+def train(config: ExperimentConfig, run_dir: str | Path, *, show_progress: bool = True,
+          evaluator_factory=None) -> RunResult:
+    """Trains (or resumes) `config` in `run_dir` until the budget is spent."""
+    from azjax.evaluation import Evaluator  # late: imports baselines and oracles
+
+    segment_start = time.perf_counter()
+    run_dir = Path(run_dir)
+    config, resume = open_run(run_dir, config)
+    env = envs.make(config.game)
+    learner = Learner(env, config)
+    init_key, train_key, eval_key = jax.random.split(jax.random.PRNGKey(config.seed), 3)
+
+    run_dir.mkdir(parents=True, exist_ok=True)
+    checkpointer = RunCheckpointer(run_dir, keep=config.checkpoint.keep)
+    if resume is None:
+        state = learner.init_state(init_key)
+        wall_offset, time_to_perfect = 0.0, None
+        (run_dir / "config.yaml").write_text(yaml.safe_dump(config_to_dict(config),
+                                                            sort_keys=False))
+    else:
+        abstract = jax.eval_shape(learner.init_state, init_key)
+        state = checkpointer.restore_state(resume["iteration"], abstract)
+        wall_offset = float(resume.get("wall_s", 0.0))
+        time_to_perfect = resume.get("time_to_perfect_s")
+    iteration = int(state.iteration)
+    logger = MetricsLogger(run_dir, resume_iteration=iteration if resume else None)
+    evaluator = (evaluator_factory or Evaluator)(env, config, learner)
+    positions_per_iteration = int(np.prod(state.selfplay.previous.player.shape))
+
+    def wall_s() -> float:
+        return wall_offset + time.perf_counter() - segment_start
+
+    def save(run_state: RunState) -> None:
+        meta = {"config": config_to_dict(config), "wall_s": wall_s(),
+                "iteration": int(run_state.iteration), "time_to_perfect_s": time_to_perfect,
+                "seed": config.seed, "game": config.game}
+        checkpointer.save(int(run_state.iteration), run_state, meta)
+
+    logger.log({"event": "resume" if resume else "start", "iteration": iteration,
+                "wall_s": wall_s(), "devices": jax.device_count(),
+                "platform": jax.devices()[0].platform})
+    total = config.budget.max_iterations or None
+    bar = tqdm(total=total, initial=iteration, disable=not show_progress, unit="it",
+               desc=f"train {config.game}", dynamic_ncols=True)
+    last_record: dict[str, Any] = {}
+    perfect = False
+    try:
+        while _budget_left(config, iteration, wall_s()) and not perfect:
+            step_start = time.perf_counter()
+            new_state, metrics = learner.iteration(state, jax.random.fold_in(train_key, iteration))
+            if not math.isfinite(float(metrics.get("loss", 0.0))):
+                last = checkpointer.latest_iteration()
+                raise TrainingError(
+                    f"loss is {metrics['loss']} at iteration {iteration + 1}; stopped. The last "
+                    f"good checkpoint ({'none' if last is None else f'iteration {last}'}) is kept.")
+            state, iteration = new_state, iteration + 1
+            finished = max(int(metrics["selfplay/games_finished"]), 1)
+            record = {"iteration": iteration, "wall_s": wall_s(),
+                      "positions": iteration * positions_per_iteration,
+                      "positions_per_s": positions_per_iteration
+                      / (time.perf_counter() - step_start),
+                      "selfplay/first_player_win_rate":
+                          float(metrics["selfplay/first_player_wins"]) / finished,
+                      "selfplay/draw_rate": float(metrics["selfplay/draws"]) / finished,
+                      **{k: float(v) for k, v in metrics.items()}}
+            if iteration % config.eval.every_iterations == 0 or not _budget_left(
+                    config, iteration, wall_s()):
+                eval_metrics = evaluator.evaluate(state.train.params,
+                                                  jax.random.fold_in(eval_key, iteration))
+                record.update(eval_metrics)
+                record["wall_s"] = wall_s()
+                perfect = bool(eval_metrics.get("eval/perfect", False))
+                if perfect and time_to_perfect is None:
+                    time_to_perfect = record["wall_s"]
+                    record["time_to_perfect_s"] = time_to_perfect
+                save_model(run_dir / "snapshots" / str(iteration), state.train.params, config,
+                           {"iteration": iteration, "wall_s": record["wall_s"],
+                            "positions": record["positions"], "eval": eval_metrics})
+                bar.write(evaluator.summary_line(iteration, record))
+            logger.log(record)
+            last_record = record
+            if iteration % config.eval.every_iterations == 0:
+                plot_curves(run_dir)
+            if iteration % config.checkpoint.every_iterations == 0:
+                save(state)
+            bar.set_postfix(pos_s=f"{record['positions_per_s']:.0f}",
+                            loss=f"{record.get('loss', float('nan')):.3f}",
+                            wall=f"{record['wall_s']:.0f}s")
+            bar.update(1)
+        if checkpointer.latest_iteration() != iteration:
+            save(state)
+        plot_curves(run_dir)
+    finally:
+        bar.close()
+        logger.close()
+        checkpointer.close()
+    summary = {"event": "end", "iteration": iteration, "wall_s": wall_s(),
+               "time_to_perfect_s": time_to_perfect}
+    with (run_dir / "metrics.jsonl").open("a") as f:
+        f.write(json.dumps(summary) + "\n")
+    return RunResult(run_dir, iteration, wall_s(), last_record, time_to_perfect)

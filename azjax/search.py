@@ -1,0 +1,135 @@
+"""Batched tree search with DeepMind's mctx over the real game (AlphaZero, not MuZero).
+
+`SearchConfig` maps one-to-one onto mctx's arguments. The tree's embedding is the env `State`
+itself and `recurrent_fn` steps the real rules. Players need not alternate (draughts'
+multi-jumps): rewards and values are always taken for the player to move, and the discount
+between two nodes is -1 when the player to move changes, +1 when it stays, 0 after the end.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import chex
+import jax
+import jax.numpy as jnp
+import mctx
+from flax import struct
+
+from azjax.config import SearchConfig
+from azjax.network import ApplyFn
+from envs.core import Env
+
+__all__ = ["SearchOutput", "make_recurrent_fn", "make_root_fn", "make_search", "masked_logits"]
+
+_ILLEGAL_LOGIT = -1e9  # finite, so softmaxes stay NaN-free even when every action is masked
+
+
+@struct.dataclass
+class SearchOutput:
+    action: jax.Array  # int32 [B]: the search's chosen action (sampled when noise is on)
+    policy: jax.Array  # float32 [B, A]: mctx's action weights (the policy target)
+    value: jax.Array  # float32 [B]: root value after search, for the player to move
+    prior_value: jax.Array  # float32 [B]: the network's value at the root
+
+
+def masked_logits(logits: jax.Array, legal_action_mask: jax.Array) -> jax.Array:
+    """Logits with illegal actions set very negative: [B, A], [B, A] -> [B, A]."""
+    return jnp.where(legal_action_mask, logits, _ILLEGAL_LOGIT)
+
+
+def _evaluate(env: Env, apply_fn: ApplyFn, variables: Any, states: Any):
+    obs = jax.vmap(env.observe)(states)
+    logits, value = apply_fn(variables, obs)
+    return masked_logits(logits, states.legal_action_mask), value
+
+
+def make_root_fn(env: Env, apply_fn: ApplyFn):
+    """states[B] -> mctx.RootFnOutput (masked prior logits, network value, embedding=states)."""
+
+    def root_fn(variables: Any, states: Any) -> mctx.RootFnOutput:
+        logits, value = _evaluate(env, apply_fn, variables, states)
+        return mctx.RootFnOutput(prior_logits=logits, value=value, embedding=states)
+
+    return root_fn
+
+
+def make_recurrent_fn(env: Env, apply_fn: ApplyFn):
+    """mctx recurrent_fn stepping the real env; see the module docstring for the sign rules."""
+
+    def recurrent_fn(variables: Any, key: chex.PRNGKey, action: jax.Array, states: Any):
+        del key
+        mover = states.current_player
+        next_states = jax.vmap(env.step)(states, action)
+        done = next_states.terminated | next_states.truncated
+        reward = jnp.take_along_axis(next_states.rewards, mover[:, None], axis=1)[:, 0]
+        same_player = next_states.current_player == mover
+        discount = jnp.where(done, 0.0, jnp.where(same_player, 1.0, -1.0))
+        logits, value = _evaluate(env, apply_fn, variables, next_states)
+        output = mctx.RecurrentFnOutput(
+            reward=reward.astype(jnp.float32),
+            discount=discount.astype(jnp.float32),
+            prior_logits=logits,
+            value=jnp.where(done, 0.0, value).astype(jnp.float32),
+        )
+        return output, next_states
+
+    return recurrent_fn
+
+
+def _qtransform(name: str):
+    if name == "completed_by_mix_value":
+        return mctx.qtransform_completed_by_mix_value
+    if name == "by_parent_and_siblings":
+        return mctx.qtransform_by_parent_and_siblings
+    # Game results lie in [-1, 1].
+    return functools.partial(mctx.qtransform_by_min_max, min_value=-1.0, max_value=1.0)
+
+
+def make_search(env: Env, apply_fn: ApplyFn, config: SearchConfig):
+    """Returns `search(variables, key, states, *, num_simulations=None, noise=True)`.
+
+    states: a batch of env states [B]. With `noise=False` the search is deterministic (no
+    Dirichlet noise for puct, `gumbel_scale=0` for gumbel) and `action` is the argmax of the
+    final policy, as used for evaluation and play. Returns a `SearchOutput`.
+    """
+    root_fn = make_root_fn(env, apply_fn)
+    recurrent_fn = make_recurrent_fn(env, apply_fn)
+    qtransform = _qtransform(config.qtransform)
+
+    def search(variables: Any, key: chex.PRNGKey, states: Any, *,
+               num_simulations: int | None = None, noise: bool = True) -> SearchOutput:
+        simulations = num_simulations or config.num_simulations
+        root = root_fn(variables, states)
+        invalid = ~states.legal_action_mask
+        if config.algorithm == "gumbel":
+            out = mctx.gumbel_muzero_policy(
+                variables, key, root, recurrent_fn,
+                num_simulations=simulations,
+                invalid_actions=invalid,
+                qtransform=qtransform,
+                max_num_considered_actions=config.max_num_considered_actions,
+                gumbel_scale=config.gumbel_scale if noise else 0.0,
+            )
+        else:
+            out = mctx.muzero_policy(
+                variables, key, root, recurrent_fn,
+                num_simulations=simulations,
+                invalid_actions=invalid,
+                qtransform=qtransform,
+                dirichlet_fraction=config.dirichlet_fraction if noise else 0.0,
+                dirichlet_alpha=config.dirichlet_alpha,
+                pb_c_init=config.pb_c_init,
+                pb_c_base=config.pb_c_base,
+            )
+        policy = out.action_weights
+        action = out.action if noise else jnp.argmax(policy, axis=-1).astype(jnp.int32)
+        return SearchOutput(
+            action=action.astype(jnp.int32),
+            policy=policy,
+            value=out.search_tree.summary().value,
+            prior_value=root.value,
+        )
+
+    return search

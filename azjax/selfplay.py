@@ -1,0 +1,171 @@
+"""Lockstep self-play: B games advance together inside one `lax.scan`; finished games reset.
+
+Each scan step runs one batched search, picks moves (random opening moves, then the search's
+sampled move for the first `temperature_moves` plies, then the greedy one), records the
+position, steps every game and resets the finished ones in place.
+
+A game still running when a chunk ends carries over: the chunk's step records are kept in the
+carry, and a position is emitted (with its value target) in the chunk in which its game ends —
+never dropped, never twice. That needs `chunk_length >= max_game_length`, which the
+config resolution enforces (games reaching `max_game_length` are truncated: no value target).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import chex
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+from azjax.config import SelfPlayConfig
+from azjax.targets import StepRecord, emit_positions
+from envs.core import Env
+
+__all__ = ["SelfPlayState", "SelfPlayStats", "init_selfplay", "make_selfplay", "resolve_lengths"]
+
+
+@struct.dataclass
+class SelfPlayState:
+    """The carry between chunks."""
+
+    games: Any  # env State [B]
+    opening_moves: jax.Array  # int32 [B]: random moves the current game opens with
+    previous: StepRecord  # [T, B]: the last chunk's records
+    previous_emitted: jax.Array  # bool [T, B]: which of them were already emitted
+
+
+@struct.dataclass
+class SelfPlayStats:
+    games_finished: jax.Array  # int32 []
+    first_player_wins: jax.Array  # int32 []
+    second_player_wins: jax.Array  # int32 []
+    draws: jax.Array  # int32 [] (truncated games count as draws here)
+    mean_game_length: jax.Array  # float32 []: steps played / games finished (steady state)
+    mean_root_value: jax.Array  # float32 [], search value at the root, mover's view
+
+
+def resolve_lengths(env: Env, config: SelfPlayConfig) -> tuple[int, int]:
+    """(chunk_length, max_game_length) with the config's zeros replaced by the game's bound.
+
+    Raises:
+      ValueError: if no bound is known or the chunk is shorter than the longest game.
+    """
+    max_length = config.max_game_length or env.max_game_length
+    if max_length <= 0:
+        raise ValueError(f"{env.name} has no known game-length bound: set "
+                         "selfplay.max_game_length")
+    chunk = config.chunk_length or max_length
+    if chunk < max_length:
+        raise ValueError(f"selfplay.chunk_length ({chunk}) must be >= max_game_length "
+                         f"({max_length}) so that unfinished games carry over exactly")
+    return chunk, max_length
+
+
+def _select_games(pred: jax.Array, on_true: Any, on_false: Any) -> Any:
+    """Per-game select for batched pytrees: pred bool [B]."""
+
+    def pick(t, f):
+        return jnp.where(pred.reshape(pred.shape + (1,) * (t.ndim - 1)), t, f)
+
+    return jax.tree.map(pick, on_true, on_false)
+
+
+def _sample_openings(key: chex.PRNGKey, batch: int, config: SelfPlayConfig) -> jax.Array:
+    """int32 [B]: 0 random moves, or (with random_opening_prob) 1..random_opening_max_moves."""
+    k_use, k_len = jax.random.split(key)
+    use = jax.random.uniform(k_use, (batch,)) < config.random_opening_prob
+    length = jax.random.randint(k_len, (batch,), 1, max(config.random_opening_max_moves, 1) + 1)
+    return jnp.where(use, length, 0).astype(jnp.int32)
+
+
+def _empty_records(env: Env, length: int, batch: int) -> StepRecord:
+    return StepRecord(
+        observation=jnp.zeros((length, batch, *env.observation_shape), jnp.float32),
+        policy=jnp.zeros((length, batch, env.num_actions), jnp.float32),
+        player=jnp.zeros((length, batch), jnp.int32),
+        in_opening=jnp.zeros((length, batch), jnp.bool_),
+        rewards=jnp.zeros((length, batch, 2), jnp.float32),
+        done=jnp.zeros((length, batch), jnp.bool_),
+        truncated=jnp.zeros((length, batch), jnp.bool_),
+        valid=jnp.zeros((length, batch), jnp.bool_),
+    )
+
+
+def init_selfplay(env: Env, config: SelfPlayConfig, key: chex.PRNGKey) -> SelfPlayState:
+    """B fresh games and an empty record of the previous chunk."""
+    chunk, _ = resolve_lengths(env, config)
+    k_init, k_open = jax.random.split(key)
+    games = jax.vmap(env.init)(jax.random.split(k_init, config.batch_size))
+    return SelfPlayState(
+        games=games,
+        opening_moves=_sample_openings(k_open, config.batch_size, config),
+        previous=_empty_records(env, chunk, config.batch_size),
+        previous_emitted=jnp.zeros((chunk, config.batch_size), jnp.bool_),
+    )
+
+
+def make_selfplay(env: Env, search_fn, config: SelfPlayConfig):
+    """Returns `selfplay(variables, key, state) -> (state, positions, emit_mask, stats)`.
+
+    `search_fn` is `azjax.search.make_search(...)`. positions: `Positions` [2T * B] (flattened
+    window of the previous and this chunk), emit_mask bool [2T * B] marks the positions whose
+    game ended in this chunk and that were not emitted before. Pure; jit it.
+    """
+    chunk, max_length = resolve_lengths(env, config)
+    batch = config.batch_size
+
+    def play_step(variables, carry, key):
+        games, opening = carry
+        k_search, k_random, k_reset = jax.random.split(key, 3)
+        out = search_fn(variables, k_search, games, noise=True)
+        greedy = jnp.argmax(out.policy, axis=-1).astype(jnp.int32)
+        action = jnp.where(games.step_count < config.temperature_moves, out.action, greedy)
+        random_action = jax.random.categorical(
+            k_random, jnp.where(games.legal_action_mask, 0.0, -jnp.inf)).astype(jnp.int32)
+        in_opening = games.step_count < opening
+        action = jnp.where(in_opening, random_action, action)
+
+        stepped = jax.vmap(env.step)(games, action)
+        truncated = (stepped.step_count >= max_length) & ~stepped.terminated
+        done = stepped.terminated | stepped.truncated | truncated
+        record = StepRecord(
+            observation=jax.vmap(env.observe)(games),
+            policy=out.policy,
+            player=games.current_player,
+            in_opening=in_opening,
+            rewards=stepped.rewards,
+            done=done,
+            truncated=truncated | stepped.truncated,
+            valid=jnp.ones((batch,), jnp.bool_),
+        )
+        k_init, k_open = jax.random.split(k_reset)
+        fresh = jax.vmap(env.init)(jax.random.split(k_init, batch))
+        games = _select_games(done, fresh, stepped)
+        opening = jnp.where(done, _sample_openings(k_open, batch, config), opening)
+        return (games, opening), (record, out.value)
+
+    def selfplay(variables: Any, key: chex.PRNGKey, state: SelfPlayState):
+        keys = jax.random.split(key, chunk)
+        (games, opening), (records, root_values) = jax.lax.scan(
+            lambda carry, k: play_step(variables, carry, k),
+            (state.games, state.opening_moves), keys)
+        positions, emit, emitted_now = emit_positions(
+            state.previous, state.previous_emitted, records)
+        finished = records.done
+        rewards0 = records.rewards[..., 0]
+        num_finished = jnp.sum(finished)
+        stats = SelfPlayStats(
+            games_finished=num_finished.astype(jnp.int32),
+            first_player_wins=jnp.sum(finished & (rewards0 > 0)).astype(jnp.int32),
+            second_player_wins=jnp.sum(finished & (rewards0 < 0)).astype(jnp.int32),
+            draws=jnp.sum(finished & (rewards0 == 0)).astype(jnp.int32),
+            mean_game_length=(chunk * batch) / jnp.maximum(num_finished, 1).astype(jnp.float32),
+            mean_root_value=jnp.mean(root_values),
+        )
+        new_state = SelfPlayState(games=games, opening_moves=opening, previous=records,
+                                  previous_emitted=emitted_now)
+        return new_state, positions, emit, stats
+
+    return selfplay
