@@ -13,3 +13,22 @@ ORACLES = Path(os.environ.get("AZJAX_ORACLES", REPO_ROOT.parent / "shared" / "or
 jax.config.update("jax_compilation_cache_dir", str(REPO_ROOT / ".jax_cache"))
 jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
 jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+
+
+def tiny_config(**sections):
+    """A tiny tic-tac-toe experiment for fast tests; `sections` replace whole sub-configs."""
+    from azjax.config import (EvalConfig, ExperimentConfig, NetworkConfig, ReplayConfig,
+                              SearchConfig, SelfPlayConfig, TrainConfig)
+
+    defaults = dict(
+        game="tic_tac_toe",
+        network=NetworkConfig(kind="mlp", hidden=(32,)),
+        search=SearchConfig(num_simulations=4, max_num_considered_actions=4),
+        selfplay=SelfPlayConfig(batch_size=8, temperature_moves=9, random_opening_prob=0.5,
+                                random_opening_max_moves=2),
+        replay=ReplayConfig(capacity=512),
+        train=TrainConfig(batch_size=16, updates_per_iteration=2),
+        eval=EvalConfig(every_iterations=2, arena_games=8, opponents=("random",)),
+    )
+    defaults.update(sections)
+    return ExperimentConfig(**defaults)

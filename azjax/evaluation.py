@@ -1,0 +1,206 @@
+"""Evaluation during training and from `azjax eval`: oracle scoring and arenas.
+
+During training, one compiled call `evaluate(params, key)` scores the raw network (argmax of
+the masked prior) and greedy search (argmax of the final search policy) against the game's
+perfect-play oracle, and plays search against each baseline opponent, both colours. The
+params are an argument, so the call compiles once per run, not once per evaluation.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from azjax import baselines
+from azjax.config import ExperimentConfig
+from azjax.evaluate import ArenaResult, run_arena
+from azjax.oracle import OracleSet, load_oracle
+from azjax.search import make_search, masked_logits
+from envs.core import Env
+
+__all__ = ["Evaluator", "evaluate_agent", "make_opponent", "is_perfect"]
+
+PERFECT_RAW_ERROR = 0.01  # the bar: search 0% errors, raw network <= 1%, no arena losses
+
+
+def make_opponent(env: Env, name: str):
+    """A baseline player from its name: random, greedy or mcts:N."""
+    if name == "random":
+        return baselines.random_player(env)
+    if name == "greedy":
+        return baselines.greedy_player(env)
+    if name.startswith("mcts:"):
+        try:
+            simulations = int(name.split(":", 1)[1])
+        except ValueError:
+            simulations = 0
+        if simulations < 1:
+            raise ValueError(f"mcts opponent needs a positive simulation count, e.g. mcts:100; "
+                             f"got {name!r}")
+        return baselines.mcts_player(env, simulations)
+    raise ValueError(f"unknown opponent {name!r}: use random, greedy, mcts:N or a model spec")
+
+
+def network_player(env: Env, apply_fn, params):
+    """The raw network: argmax of the masked prior (ties -> lowest index)."""
+
+    def act(key, states):
+        del key
+        logits, _ = apply_fn({"params": params}, jax.vmap(env.observe)(states))
+        return jnp.argmax(masked_logits(logits, states.legal_action_mask), -1).astype(jnp.int32)
+
+    return act
+
+
+def search_player(search_fn, params, num_simulations: int):
+    """Greedy search: argmax of the search's final policy, no noise."""
+
+    def act(key, states):
+        return search_fn({"params": params}, key, states, num_simulations=num_simulations,
+                         noise=False).action
+
+    return act
+
+
+def oracle_error(player, key, states, preserving: jax.Array) -> jax.Array:
+    """float32 []: share of the positions `states` [P] where `player`'s move is outside the
+    value-preserving set `preserving` bool [P, A]."""
+    actions = player(key, states)
+    ok = jnp.take_along_axis(preserving, actions[:, None], axis=1)[:, 0]
+    return 1.0 - jnp.mean(ok.astype(jnp.float32))
+
+
+def is_perfect(metrics: dict[str, Any], opponents: tuple[str, ...]) -> bool:
+    """The perfect-play bar (for games with a complete oracle, e.g. tic-tac-toe)."""
+    if "eval/oracle/search_error" not in metrics:
+        return False
+    no_losses = all(metrics.get(f"eval/vs_{o}/losses", 1) == 0 for o in opponents)
+    return (metrics["eval/oracle/search_error"] == 0.0
+            and metrics["eval/oracle/raw_error"] <= PERFECT_RAW_ERROR * 100 and no_losses)
+
+
+class Evaluator:
+    """Compiled evaluation of a run's params; see the module docstring."""
+
+    def __init__(self, env: Env, config: ExperimentConfig, learner):
+        self.env, self.config = env, config
+        cfg = config.eval
+        self.num_simulations = cfg.num_simulations or config.search.num_simulations
+        self.oracle_sets: dict[str, OracleSet] = {}
+        if cfg.oracle:
+            directory = cfg.oracle_dir or None
+            if env.name == "tic_tac_toe" or directory:
+                self.oracle_sets = load_oracle(env, directory)
+        self.opponents = {name: make_opponent(env, name) for name in cfg.opponents}
+        self.apply_fn = learner.apply_fn
+        self.search_fn = make_search(env, learner.apply_fn, config.search)
+        self._evaluate = jax.jit(self._evaluate_impl)
+
+    def _evaluate_impl(self, params, key):
+        env, cfg = self.env, self.config.eval
+        raw = network_player(env, self.apply_fn, params)
+        search = search_player(self.search_fn, params, self.num_simulations)
+        out = {}
+        for i, (name, oracle) in enumerate(self.oracle_sets.items()):
+            k = jax.random.fold_in(key, i)
+            out[f"oracle/{name}/raw"] = oracle_error(raw, k, oracle.states, oracle.preserving)
+            out[f"oracle/{name}/search"] = oracle_error(search, k, oracle.states,
+                                                        oracle.preserving)
+        for j, (name, opponent) in enumerate(self.opponents.items()):
+            k = jax.random.fold_in(key, 1000 + j)
+            out[f"arena/{name}"] = run_arena(k, env=env, player_a=search, player_b=opponent,
+                                             num_games=cfg.arena_games,
+                                             max_steps=env.max_game_length or 10_000)
+        return out
+
+    def evaluate(self, params, key) -> dict[str, Any]:
+        """Flat dict of `eval/...` metrics (oracle errors in percent), plus `eval/perfect`."""
+        raw = jax.device_get(self._evaluate(params, key))
+        metrics: dict[str, Any] = {}
+        raw_errors, search_errors = [], []
+        for name in self.oracle_sets:
+            r, s = 100 * float(raw[f"oracle/{name}/raw"]), 100 * float(raw[f"oracle/{name}/search"])
+            raw_errors.append(r)
+            search_errors.append(s)
+            if len(self.oracle_sets) > 1:
+                metrics[f"eval/oracle/set/{name}/raw"] = r
+                metrics[f"eval/oracle/set/{name}/search"] = s
+        if raw_errors:
+            metrics["eval/oracle/raw_error"] = float(np.mean(raw_errors))
+            metrics["eval/oracle/search_error"] = float(np.mean(search_errors))
+        for name in self.opponents:
+            result = ArenaResult.from_outcomes(*raw[f"arena/{name}"])
+            metrics[f"eval/vs_{name}/wins"] = result.wins
+            metrics[f"eval/vs_{name}/draws"] = result.draws
+            metrics[f"eval/vs_{name}/losses"] = result.losses
+            metrics[f"eval/vs_{name}/score"] = result.score
+        metrics["eval/perfect"] = is_perfect(metrics, tuple(self.opponents))
+        return metrics
+
+    def summary_line(self, iteration: int, record: dict[str, Any]) -> str:
+        parts = [f"iter {iteration:>5}", f"wall {record['wall_s']:7.1f}s"]
+        if "eval/oracle/raw_error" in record:
+            parts.append(f"oracle err raw {record['eval/oracle/raw_error']:5.2f}% "
+                         f"search {record['eval/oracle/search_error']:5.2f}%")
+        for name in self.opponents:
+            parts.append(f"vs {name} W/D/L {record[f'eval/vs_{name}/wins']}/"
+                         f"{record[f'eval/vs_{name}/draws']}/{record[f'eval/vs_{name}/losses']}")
+        if record.get("eval/perfect"):
+            parts.append("PERFECT")
+        return " | ".join(parts)
+
+
+def evaluate_agent(spec: str, *, against: list[str], oracle: str | None, games: int,
+                   num_simulations: int | None, seed: int) -> list[str]:
+    """`azjax eval`: arenas against baselines or other agents, and oracle scoring."""
+    from azjax.agent import Agent
+    from azjax.evaluate import play_arena
+
+    agent = Agent.load(spec)
+    env = agent.env
+    sims = num_simulations or agent.num_simulations
+    key = jax.random.PRNGKey(seed)
+    lines = [f"{agent!r}, evaluated with {sims} simulations"]
+    params = agent.params
+    if oracle is not None:
+        directory = oracle or None
+        if env.name != "tic_tac_toe" and directory is None:
+            raise ValueError(f"--oracle needs a directory of oracle files for {env.name}")
+        if directory is not None and not Path(directory).is_dir():
+            raise FileNotFoundError(f"oracle directory not found: {directory}")
+        sets = load_oracle(env, directory)
+        raw_fn = jax.jit(lambda p, k, s, m: oracle_error(
+            network_player(env, agent.apply_fn, p), k, s, m))
+        search_fn = jax.jit(lambda p, k, s, m: oracle_error(
+            search_player(agent._search_fn, p, sims), k, s, m))
+        for name, oracle_set in sets.items():
+            args = (params, key, oracle_set.states, oracle_set.preserving)
+            raw_error = 100 * float(raw_fn(*args))
+            search_error = 100 * float(search_fn(*args))
+            lines.append(f"oracle {name:>18}: raw network {raw_error:6.2f}% errors, "
+                         f"search {search_error:6.2f}% errors ({len(oracle_set.preserving)} "
+                         "positions)")
+    me = search_player(agent._search_fn, params, sims)
+    for name in against or (["random", "greedy"] if oracle is None else []):
+        if name in ("random", "greedy") or name.startswith("mcts:"):
+            opponent = make_opponent(env, name)
+        else:
+            other = Agent.load(name)
+            if other.env.name != env.name:
+                raise ValueError(f"{name} plays {other.env.name}, not {env.name}")
+            opponent = search_player(other._search_fn, other.params, other.num_simulations)
+        result = play_arena(env, me, opponent, key=key, num_games=games)
+        elo = _elo(result.score)
+        lines.append(f"vs {name:>10}: {result}  (Elo difference {elo})")
+    return lines
+
+
+def _elo(score: float) -> str:
+    if score in (0.0, 1.0):
+        return "+inf" if score == 1.0 else "-inf"
+    return f"{-400 * math.log10(1 / score - 1):+.0f}"

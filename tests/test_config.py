@@ -1,0 +1,57 @@
+"""Config loading: defaults, overrides, and clear errors naming the key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from azjax.config import ConfigError, config_from_dict, config_to_dict, load_config
+
+EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
+
+
+@pytest.mark.parametrize("path", sorted(EXPERIMENTS.glob("*.yaml")), ids=lambda p: p.stem)
+def test_shipped_configs_load_and_round_trip(path):
+    config = load_config(path)
+    assert config.game == path.stem
+    assert config_from_dict(config_to_dict(config)) == config
+    hash(config)  # usable as a static jit argument
+
+
+def test_override_sets_nested_keys_with_yaml_types(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("game: tic_tac_toe\nsearch: {num_simulations: 8}\n")
+    config = load_config(path, ["search.num_simulations=32", "network.hidden=[64, 64]",
+                                "search.algorithm=puct", "train.learning_rate=1e-3"])
+    assert config.search.num_simulations == 32 and config.network.hidden == (64, 64)
+    assert config.search.algorithm == "puct" and config.train.learning_rate == 0.001
+
+
+@pytest.mark.parametrize(("data", "message"), [
+    ({"serch": {}}, "unknown config key 'serch'"),
+    ({"search": {"num_simulation": 3}}, "unknown config key 'search.num_simulation'"),
+    ({"search": {"num_simulations": "many"}}, "search.num_simulations: expected an integer"),
+    ({"search": {"num_simulations": 2.5}}, "search.num_simulations: expected an integer"),
+    ({"search": {"algorithm": "alphabeta"}}, "search.algorithm: must be one of"),
+    ({"selfplay": {"symmetries": "yes"}}, "selfplay.symmetries: expected true or false"),
+    ({"network": {"hidden": 5}}, "network.hidden: expected a list"),
+    ({"game": "chess"}, "unknown game 'chess'"),
+    ({"search": {"num_simulations": 0}}, "search.num_simulations: must be >= 1"),
+    ({"train": {"learning_rate": -1}}, "train.learning_rate"),
+    ({"eval": {"opponents": ["stockfish"]}}, "unknown opponent 'stockfish'"),
+])
+def test_bad_configs_name_the_key(data, message):
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(")):
+        config_from_dict(data)
+
+
+def test_missing_file_and_bad_override(tmp_path):
+    with pytest.raises(ConfigError, match="config file not found"):
+        load_config(tmp_path / "nope.yaml")
+    (tmp_path / "c.yaml").write_text("game: tic_tac_toe\n")
+    with pytest.raises(ConfigError, match="KEY=VALUE"):
+        load_config(tmp_path / "c.yaml", ["search.num_simulations"])
+    (tmp_path / "bad.yaml").write_text("game: [unclosed\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_config(tmp_path / "bad.yaml")

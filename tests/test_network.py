@@ -1,0 +1,40 @@
+"""Network shapes, value range, and the stateless-normalisation policy."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from azjax.config import NetworkConfig
+from azjax.network import count_flops, init_network, make_network
+
+
+@pytest.mark.parametrize("config", [NetworkConfig(kind="resnet", channels=8, blocks=2),
+                                    NetworkConfig(kind="mlp", hidden=(16, 16))],
+                         ids=["resnet", "mlp"])
+def test_shapes_range_and_no_batch_statistics(config):
+    shape = (6, 7, 2)
+    variables = init_network(config, 7, shape, jax.random.PRNGKey(0))
+    assert set(variables) == {"params"}  # stateless norm: nothing but params
+    _, apply = make_network(config, 7)
+    obs = jax.random.bernoulli(jax.random.PRNGKey(1), 0.3, (5, *shape)).astype(jnp.float32)
+    logits, value = apply(variables, obs)
+    assert logits.shape == (5, 7) and value.shape == (5,)
+    assert np.all(np.abs(np.asarray(value)) <= 1.0)
+    # train and eval mode are the same function, and each example is independent of the batch.
+    train_logits, _ = apply(variables, obs, train=True)
+    np.testing.assert_allclose(train_logits, logits, rtol=1e-6)
+    one_logits, _ = apply(variables, obs[:1])
+    np.testing.assert_allclose(one_logits[0], logits[0], rtol=1e-5, atol=1e-6)
+
+
+def test_flop_count_scales_with_batch():
+    config = NetworkConfig(kind="resnet", channels=8, blocks=1)
+    variables = init_network(config, 7, (6, 7, 2), jax.random.PRNGKey(0))
+    _, apply = make_network(config, 7)
+    one = count_flops(apply, variables, (6, 7, 2), 1)
+    # Two 3x3 convs of 8 channels in the block alone: 2 * 42 * 9 * 8 * 8 * 2 FLOPs.
+    assert one > 2 * 42 * 9 * 8 * 8 * 2
+    assert count_flops(apply, variables, (6, 7, 2), 4) == pytest.approx(4 * one, rel=0.05)

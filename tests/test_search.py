@@ -1,0 +1,117 @@
+"""Search: immediate wins and blocks for both players, value signs, non-alternating turns."""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from toy_games import RaceToThree
+
+import envs
+from azjax.config import NetworkConfig, SearchConfig
+from azjax.network import init_network, make_network
+from azjax.search import make_recurrent_fn, make_search
+
+TTT = envs.make("tic_tac_toe")
+NET = NetworkConfig(kind="mlp", hidden=(8,))
+
+
+def _uniform_variables(env):
+    """A network with all-zero params: uniform prior, value 0 everywhere."""
+    variables = init_network(NET, env.num_actions, env.observation_shape, jax.random.PRNGKey(0))
+    return jax.tree.map(jnp.zeros_like, variables)
+
+
+def _batch(env, move_lists):
+    states = [envs.play_moves(env, moves) for moves in move_lists]
+    return jax.tree.map(lambda *xs: jnp.stack(xs), *states)
+
+
+@functools.lru_cache(maxsize=None)
+def _search(env, algorithm, simulations):
+    config = SearchConfig(algorithm=algorithm, num_simulations=simulations,
+                          max_num_considered_actions=env.num_actions,
+                          qtransform="completed_by_mix_value" if algorithm == "gumbel"
+                          else "by_parent_and_siblings")
+    _, apply = make_network(NET, env.num_actions)
+    search = make_search(env, apply, config)
+    return jax.jit(functools.partial(search, noise=False))
+
+
+# (moves, the move that wins or must block, who is to move). Cells 0-8 row-major.
+WIN_POSITIONS = [
+    ([0, 3, 1, 4], 2, 0),        # X: 0 1 _ -> 2 wins
+    ([0, 3, 1, 4, 8], 5, 1),     # O: 3 4 _ -> 5 wins (X threatens 2 too)
+    ([4, 0, 8, 2, 6], 1, 1),     # O: 0 _ 2 -> 1 wins
+]
+BLOCK_POSITIONS = [
+    ([0, 4, 1], 2, 1),           # O must block X's 0 1 _ at 2
+    ([4, 0, 6, 1], 2, 0),        # X must block O's 0 1 _ at 2 (X also has 2-4-6 -> wins there)
+    ([0, 4, 8, 1], 7, 0),        # X must block O's 1 4 _ at 7
+]
+
+
+@pytest.mark.parametrize("algorithm", ["gumbel", "puct"])
+def test_search_finds_immediate_wins_for_both_players(algorithm):
+    moves, target, player = zip(*WIN_POSITIONS, strict=True)
+    states = _batch(TTT, list(moves))
+    np.testing.assert_array_equal(states.current_player, player)
+    out = _search(TTT, algorithm, 64)(_uniform_variables(TTT), jax.random.PRNGKey(1), states)
+    np.testing.assert_array_equal(out.action, target)
+    assert np.all(np.asarray(out.value) > 0.1), out.value  # the mover is winning
+
+
+@pytest.mark.parametrize("algorithm", ["gumbel", "puct"])
+def test_search_blocks_immediate_losses_for_both_players(algorithm):
+    moves, target, player = zip(*BLOCK_POSITIONS, strict=True)
+    states = _batch(TTT, list(moves))
+    np.testing.assert_array_equal(states.current_player, player)
+    out = _search(TTT, algorithm, 128)(_uniform_variables(TTT), jax.random.PRNGKey(2), states)
+    np.testing.assert_array_equal(out.action, target)
+
+
+def test_search_value_is_negative_when_the_mover_is_lost():
+    # X has a double threat (0-1-2 via 2, and 0-3-6 via 6); O to move cannot stop both.
+    states = _batch(TTT, [[0, 4, 1, 8, 3]])
+    out = _search(TTT, "puct", 256)(_uniform_variables(TTT), jax.random.PRNGKey(3), states)
+    assert float(out.value[0]) < -0.3
+
+
+def test_recurrent_fn_signs_follow_the_mover_not_alternation():
+    race = RaceToThree()
+    _, apply = make_network(NET, race.num_actions)
+    recurrent = make_recurrent_fn(race, apply)
+    variables = _uniform_variables(race)
+    start = jax.tree.map(lambda x: x[None], race.init(jax.random.PRNGKey(0)))
+    # Keep the move: same player, discount +1; pass: discount -1.
+    out_keep, s_keep = recurrent(variables, None, jnp.array([1]), start)
+    out_pass, _ = recurrent(variables, None, jnp.array([0]), start)
+    assert float(out_keep.discount[0]) == 1.0 and int(s_keep.current_player[0]) == 0
+    assert float(out_pass.discount[0]) == -1.0
+    # From count 2, any move wins: reward +1 for the mover, discount 0, value 0.
+    two = jax.tree.map(lambda x: x[None], envs.play_moves(race, [1, 1]))
+    out_win, s_win = recurrent(variables, None, jnp.array([0]), two)
+    assert bool(s_win.terminated[0])
+    assert float(out_win.reward[0]) == 1.0 and float(out_win.discount[0]) == 0.0
+    assert float(out_win.value[0]) == 0.0
+
+
+@pytest.mark.parametrize("algorithm", ["gumbel", "puct"])
+def test_search_keeps_the_move_when_that_wins(algorithm):
+    race = RaceToThree()
+    states = jax.tree.map(lambda x: x[None], envs.play_moves(race, [1]))  # count 1, player 0
+    out = _search(race, algorithm, 32)(_uniform_variables(race), jax.random.PRNGKey(4), states)
+    assert int(out.action[0]) == 1  # keeping the move wins; passing loses
+    assert float(out.policy[0, 1]) > 0.5
+    if algorithm == "puct":  # gumbel splits its visits evenly between two actions
+        assert float(out.value[0]) > 0.3
+
+
+def test_illegal_actions_get_no_search_weight():
+    states = _batch(TTT, [[0, 4, 8, 2]])
+    out = _search(TTT, "gumbel", 16)(_uniform_variables(TTT), jax.random.PRNGKey(5), states)
+    policy = np.asarray(out.policy[0])
+    assert np.all(policy[[0, 2, 4, 8]] == 0.0) and policy.sum() == pytest.approx(1.0, abs=1e-5)

@@ -1,0 +1,130 @@
+"""Value targets and chunk carry-over: hand-made trajectories, every position emitted once."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from conftest import tiny_config
+
+import envs
+from azjax.network import init_network, make_network
+from azjax.search import make_search
+from azjax.selfplay import init_selfplay, make_selfplay
+from azjax.targets import StepRecord, emit_positions, value_targets
+
+
+def _records(player, done, rewards0, *, truncated=None, in_opening=None, valid=None):
+    """StepRecord [T, B] from [T, B] lists; rewards0 is player 0's reward at each step."""
+    player = jnp.array(player, jnp.int32)
+    shape = player.shape
+    r0 = jnp.array(rewards0, jnp.float32)
+    return StepRecord(
+        observation=jnp.arange(np.prod(shape), dtype=jnp.float32).reshape(*shape, 1),
+        policy=jnp.ones((*shape, 2), jnp.float32) / 2,
+        player=player,
+        in_opening=jnp.zeros(shape, bool) if in_opening is None else jnp.array(in_opening),
+        rewards=jnp.stack([r0, -r0], axis=-1),
+        done=jnp.array(done, bool),
+        truncated=jnp.zeros(shape, bool) if truncated is None else jnp.array(truncated),
+        valid=jnp.ones(shape, bool) if valid is None else jnp.array(valid),
+    )
+
+
+def test_value_targets_by_hand():
+    # One game slot (B=1): game A = 3 steps won by player 0; game B = 2 steps, player 1 moves
+    # twice in a row (no alternation) and wins; then a game still running.
+    records = _records(
+        player=[[0], [1], [0], [1], [1], [0]],
+        done=[[False], [False], [True], [False], [True], [False]],
+        rewards0=[[0], [0], [1], [0], [-1], [0]],
+    )
+    z, finished, known = value_targets(records)
+    np.testing.assert_array_equal(z[:, 0], [1, -1, 1, 1, 1, 0])
+    np.testing.assert_array_equal(finished[:, 0], [1, 1, 1, 1, 1, 0])
+    np.testing.assert_array_equal(known[:, 0], [1, 1, 1, 1, 1, 0])
+
+
+def test_truncated_games_have_no_value_target():
+    records = _records(player=[[0], [1]], done=[[False], [True]], rewards0=[[0], [0]],
+                       truncated=[[False], [True]])
+    z, finished, known = value_targets(records)
+    assert finished.all() and not known.any()
+
+
+def test_a_game_spanning_two_chunks_is_emitted_once_with_its_result():
+    # B=2 slots, T=3. Slot 0: a game starts in chunk 1 at t=1 and ends in chunk 2 at t=1
+    # (player 1 wins). Slot 1: a game ends inside chunk 1 (emitted then), a new one ends
+    # inside chunk 2 as a draw.
+    empty = _records(player=[[0, 0]] * 3, done=[[False, False]] * 3, rewards0=[[0, 0]] * 3,
+                     valid=[[False, False]] * 3)
+    chunk1 = _records(
+        player=[[1, 0], [0, 1], [1, 0]],
+        done=[[True, False], [False, True], [False, False]],
+        rewards0=[[1, 0], [0, -1], [0, 0]],
+    )
+    positions, emit, emitted1 = emit_positions(empty, jnp.zeros((3, 2), bool), chunk1)
+    emit = np.asarray(emit).reshape(6, 2)
+    # Window = [empty(3); chunk1(3)]: only finished games of chunk 1 are emitted.
+    np.testing.assert_array_equal(emit[3:], [[1, 1], [0, 1], [0, 0]])
+    assert not emit[:3].any()
+    z = np.asarray(positions.value).reshape(6, 2)
+    assert z[3, 0] == -1  # player 1 to move, player 0 won
+    np.testing.assert_array_equal(z[3:5, 1], [-1, 1])  # slot 1: player 1 won
+
+    chunk2 = _records(
+        player=[[1, 0], [0, 1], [1, 0]],
+        done=[[False, False], [True, False], [False, True]],
+        rewards0=[[0, 0], [-1, 0], [0, 0]],
+    )
+    positions, emit, emitted2 = emit_positions(chunk1, emitted1, chunk2)
+    emit = np.asarray(emit).reshape(6, 2)
+    z = np.asarray(positions.value).reshape(6, 2)
+    # Slot 0: chunk-1 steps 1-2 and chunk-2 steps 0-1 form one game won by player 1.
+    np.testing.assert_array_equal(emit[:, 0], [0, 1, 1, 1, 1, 0])
+    np.testing.assert_array_equal(z[1:5, 0], [-1, 1, 1, -1])
+    # Slot 1: chunk-1 step 2 + chunk-2 steps 0-2 form a drawn game.
+    np.testing.assert_array_equal(emit[:, 1], [0, 0, 1, 1, 1, 1])
+    np.testing.assert_array_equal(z[2:, 1], [0, 0, 0, 0])
+    np.testing.assert_array_equal(emitted2, [[1, 1], [1, 1], [0, 1]])
+
+
+def test_opening_positions_have_no_value_loss():
+    records = _records(player=[[0], [1], [0]], done=[[False], [False], [True]],
+                       rewards0=[[0], [0], [1]], in_opening=[[True], [True], [False]])
+    empty = jax.tree.map(jnp.zeros_like, records)
+    positions, emit, _ = emit_positions(empty, jnp.zeros((3, 1), bool), records)
+    np.testing.assert_array_equal(np.asarray(positions.value_mask)[3:], [False, False, True])
+
+
+def test_selfplay_emits_every_position_exactly_once():
+    """Observations carry a unique id per (chunk, step, game); across many chunks each played
+    position is emitted once, and only after its game ended."""
+    config = tiny_config()
+    env = envs.make(config.game)
+    _, apply = make_network(config.network, env.num_actions)
+    selfplay = jax.jit(make_selfplay(env, make_search(env, apply, config.search),
+                                     config.selfplay))
+    variables = init_network(config.network, env.num_actions, env.observation_shape,
+                             jax.random.PRNGKey(0))
+    state = init_selfplay(env, config.selfplay, jax.random.PRNGKey(1))
+    played = emitted = 0
+    seen = set()
+    for chunk in range(6):
+        previous = state
+        state, positions, emit, stats = selfplay(variables, jax.random.PRNGKey(10 + chunk), state)
+        played += state.previous.valid.size
+        emit = np.asarray(emit)
+        emitted += int(emit.sum())
+        # Identify positions by (chunk, t, b) through the window layout.
+        t_len, batch = state.previous.player.shape
+        idx = np.flatnonzero(emit)
+        window_t, b = np.divmod(idx, batch)
+        ids = {(chunk - 1, t, bb) if t < t_len else (chunk, t - t_len, bb)
+               for t, bb in zip(window_t, b, strict=True)}
+        assert not ids & seen, "a position was emitted twice"
+        assert all(c >= 0 for c, _, _ in ids), "an empty window record was emitted"
+        seen |= ids
+        del previous
+    unfinished = int(np.sum(~np.asarray(state.previous_emitted)))
+    assert emitted + unfinished == played
