@@ -40,6 +40,15 @@ def _assert_trees_equal(env: Env, a, b, what: str) -> None:
             raise _fail(env, f"{what} differ")
 
 
+def _check_forfeit(env: Env, step, state, action: int) -> None:
+    lost = step(state, jnp.int32(action))
+    mover = int(state.current_player)
+    rewards = np.asarray(lost.rewards)
+    if not (bool(lost.terminated) and rewards[mover] == -1.0 and rewards[1 - mover] == 1.0):
+        raise _fail(env, f"an illegal action ({action}) must end the game as a loss for the "
+                         "mover")
+
+
 def check_env(env: Env, *, num_games: int = 16, max_steps: int = 1000, seed: int = 0) -> None:
     """Raises AssertionError naming the first broken rule of the contract.
 
@@ -52,6 +61,7 @@ def check_env(env: Env, *, num_games: int = 16, max_steps: int = 1000, seed: int
         raise _fail(env, "needs a string name and num_players == 2")
     rng = np.random.default_rng(seed)
     key = jax.random.PRNGKey(seed)
+    jitted_step = jax.jit(env.step)  # made once: each new jax.jit wrapper would compile again
 
     state = env.init(key)
     _check_fields(env, state)
@@ -64,7 +74,9 @@ def check_env(env: Env, *, num_games: int = 16, max_steps: int = 1000, seed: int
     sym_obs, sym_pol = env.symmetries(obs, jnp.arange(env.num_actions, dtype=jnp.float32))
     if sym_obs.shape[1:] != obs.shape or sym_pol.shape[1:] != (env.num_actions,):
         raise _fail(env, "symmetries must return ([S, *obs], [S, A])")
-    if not (np.array_equal(sym_obs[0], obs) and np.array_equal(sym_pol[0], np.arange(env.num_actions))):
+    sym_obs, sym_pol = np.asarray(sym_obs), np.asarray(sym_pol)  # host indexing: no compiles
+    identity = np.arange(env.num_actions)
+    if not (np.array_equal(sym_obs[0], obs) and np.array_equal(sym_pol[0], identity)):
         raise _fail(env, "symmetry 0 must be the identity")
     if not isinstance(env.render(state), str):
         raise _fail(env, "render must return a str")
@@ -72,14 +84,11 @@ def check_env(env: Env, *, num_games: int = 16, max_steps: int = 1000, seed: int
         if env.str_to_action(env.action_to_str(action)) != action:
             raise _fail(env, f"notation round trip fails for action {action}")
 
-    # Illegal action: the mover loses.
+    # Illegal action: the mover loses (here out of range or masked at the start; below, the
+    # first masked-out action met in a live state during random play).
     illegal = np.flatnonzero(~np.asarray(state.legal_action_mask))
     bad_action = int(illegal[0]) if illegal.size else env.num_actions  # out of range otherwise
-    lost = jax.jit(env.step)(state, jnp.int32(bad_action))
-    mover = int(state.current_player)
-    if not (bool(lost.terminated) and float(lost.rewards[mover]) == -1.0
-            and float(lost.rewards[1 - mover]) == 1.0):
-        raise _fail(env, "an illegal action must end the game as a loss for the mover")
+    _check_forfeit(env, jitted_step, state, bad_action)
 
     # Random play of a batch to the end, one jitted vmapped step.
     batch_step = jax.jit(jax.vmap(env.step))
@@ -87,6 +96,7 @@ def check_env(env: Env, *, num_games: int = 16, max_steps: int = 1000, seed: int
     states = jax.vmap(env.init)(jax.random.split(key, num_games))
     _check_fields(env, states, (num_games,))
     history = []
+    masked_probe = None  # (a live state, an action its mask rules out)
     for _ in range(max_steps):
         done_before = np.asarray(states.terminated | states.truncated)
         if done_before.all():
@@ -96,6 +106,12 @@ def check_env(env: Env, *, num_games: int = 16, max_steps: int = 1000, seed: int
         new_states = batch_step(states, jnp.asarray(actions))
         _check_fields(env, new_states, (num_games,))
         history.append((states, actions))
+        if masked_probe is None:
+            live_masked = np.flatnonzero(~done_before & ~masks.all(-1))
+            if live_masked.size:
+                game = int(live_masked[0])
+                one_game = jax.tree.map(lambda x, g=game: jnp.asarray(np.asarray(x)[g]), states)
+                masked_probe = (one_game, int(np.flatnonzero(~masks[game])[0]))
         rewards = np.asarray(new_states.rewards)
         done = np.asarray(new_states.terminated | new_states.truncated)
         if not np.allclose(rewards.sum(-1), 0.0):
@@ -117,6 +133,9 @@ def check_env(env: Env, *, num_games: int = 16, max_steps: int = 1000, seed: int
     else:
         raise _fail(env, f"random games did not end within {max_steps} steps")
 
+    if masked_probe is not None:
+        _check_forfeit(env, jitted_step, *masked_probe)
+
     # Stepping a finished game is a no-op with zero rewards.
     again = batch_step(states, jnp.zeros(num_games, jnp.int32))
     if np.any(np.asarray(again.rewards) != 0):
@@ -126,11 +145,12 @@ def check_env(env: Env, *, num_games: int = 16, max_steps: int = 1000, seed: int
 
     # jit == no-jit, and one game == the vmapped batch, along the recorded history.
     for batch_states, actions in history[: min(len(history), 6)]:
-        one = jax.tree.map(lambda x: x[0], batch_states)
+        one = jax.tree.map(lambda x: jnp.asarray(np.asarray(x)[0]), batch_states)
         eager = env.step(one, jnp.int32(actions[0]))
-        jitted = jax.jit(env.step)(one, jnp.int32(actions[0]))
-        from_batch = jax.tree.map(lambda x: x[0], batch_step(batch_states, jnp.asarray(actions)))
+        jitted = jitted_step(one, jnp.int32(actions[0]))
+        from_batch = jax.tree.map(lambda x: np.asarray(x)[0],
+                                  batch_step(batch_states, jnp.asarray(actions)))
         _assert_trees_equal(env, eager, jitted, "eager and jitted steps")
         _assert_trees_equal(env, eager, from_batch, "a single step and the vmapped batch's")
-        if not np.array_equal(env.observe(one), batch_observe(batch_states)[0]):
+        if not np.array_equal(env.observe(one), np.asarray(batch_observe(batch_states))[0]):
             raise _fail(env, "a single observation and the vmapped batch's differ")

@@ -120,7 +120,7 @@ class ConnectFour(Env):
 
     def str_to_action(self, text: str) -> int:
         text = text.strip()
-        if not text.isdigit() or not 1 <= int(text) <= COLS:
+        if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= COLS:
             raise ValueError(f"a connect-four move is a column number 1-7, got {text!r}")
         return int(text) - 1
 

@@ -110,7 +110,7 @@ class TicTacToe(Env):
 
     def str_to_action(self, text: str) -> int:
         text = text.strip()
-        if not text.isdigit() or not 1 <= int(text) <= 9:
+        if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= 9:
             raise ValueError(f"a tic-tac-toe move is a cell number 1-9, got {text!r}")
         return int(text) - 1
 

@@ -1,0 +1,64 @@
+"""`check_env` over every registered game, and proof that it can fail on a broken env."""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import pytest
+
+import envs
+from envs.connect_four import ConnectFour
+from envs.tic_tac_toe import TicTacToe
+
+
+@pytest.mark.parametrize("game_id", envs.available())
+def test_every_registered_game_passes_check_env(game_id):
+    envs.check_env(envs.make(game_id))
+
+
+class _NotZeroSum(TicTacToe):
+    """Pays the winner AND the loser."""
+
+    def _apply_legal_action(self, state, action):
+        state = super()._apply_legal_action(state, action)
+        return state.replace(rewards=jnp.abs(state.rewards))
+
+
+class _WrongObservationDtype(ConnectFour):
+    def observe(self, state):
+        return super().observe(state).astype(jnp.int32)
+
+
+class _RewardsEveryStep(TicTacToe):
+    def _apply_legal_action(self, state, action):
+        state = super()._apply_legal_action(state, action)
+        return state.replace(rewards=state.rewards + jnp.array([0.5, -0.5], jnp.float32))
+
+
+class _ForgivesIllegalMoves(ConnectFour):
+    def step(self, state, action):
+        # Plays a full column's move in the first open column instead of forfeiting.
+        in_range = (action >= 0) & (action < self.num_actions)
+        legal_action = jnp.where(~in_range | state.legal_action_mask[action], action,
+                                 jnp.argmax(state.legal_action_mask))
+        return super().step(state, legal_action)
+
+
+class _WrongMaskDtype(TicTacToe):
+    def _init(self):
+        state = super()._init()
+        return state.replace(legal_action_mask=state.legal_action_mask.astype(jnp.int32))
+
+
+@pytest.mark.parametrize(
+    ("broken", "complaint"),
+    [
+        (_NotZeroSum, "zero-sum"),
+        (_WrongObservationDtype, "observe gives int32"),
+        (_RewardsEveryStep, "zero except on the final step"),
+        (_ForgivesIllegalMoves, "illegal action"),
+        (_WrongMaskDtype, "legal_action_mask is int32"),
+    ],
+)
+def test_check_env_catches_a_broken_env(broken, complaint):
+    with pytest.raises(AssertionError, match=complaint):
+        envs.check_env(broken(), num_games=4)
