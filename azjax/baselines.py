@@ -1,0 +1,306 @@
+"""Baseline players: uniform random, one-ply greedy, and plain UCT MCTS with random rollouts.
+
+A *player* is a pure function ``act(key, states) -> int32[B]`` over a batch of env states (a
+vmapped ``State`` pytree); it returns a legal action for every live game (for a finished game,
+whose mask is all True, any action). The AlphaZero agent plugs in with the same signature.
+
+Every factory is memoised on its arguments, so ``mcts_player(env, num_simulations=64)`` returns
+the same function object each time and jitted callers (arenas, oracle scoring) compile it once.
+
+Shape legend: B batch, A actions, N simulations.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from envs.core import Env, GameState, tree_select
+
+__all__ = ["Player", "greedy_player", "mcts_player", "random_player", "uct_search"]
+
+Player = Callable[[jax.Array, GameState], jax.Array]
+"""``act(key, states[B]) -> int32[B]``."""
+
+
+def _done(state: GameState) -> jax.Array:
+    return state.terminated | state.truncated
+
+
+def _seeds(key: jax.Array, num: int) -> jax.Array:
+    """uint32 [num]: independent 32-bit seeds derived from `key` by `_hash`.
+
+    The key's raw words (already well mixed by `jax.random.split` / `fold_in`) are hashed;
+    no threefry here: each threefry call site costs ~1 s of XLA compile time on this CPU, and
+    threefry inside the search's loops also ran ~7x slower than the hash.
+    """
+    if jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
+        key = jax.random.key_data(key)
+    words = jnp.asarray(key).astype(jnp.uint32).reshape(-1)
+    seed = jnp.uint32(0x243F6A88)
+    for i in range(words.shape[0]):
+        seed = _hash(seed ^ words[i], jnp.uint32(i + 1))
+    return _hash(seed, jnp.arange(num, dtype=jnp.uint32))
+
+
+def _derive_key(key: jax.Array, counter: jax.Array) -> jax.Array:
+    """A new key of `key`'s kind and shape for `counter`, by `_hash` (no threefry compile)."""
+    typed = jnp.issubdtype(key.dtype, jax.dtypes.prng_key)
+    data = jax.random.key_data(key) if typed else jnp.asarray(key)
+    num = math.prod(data.shape)
+    ids = counter.astype(jnp.uint32) * jnp.uint32(num) + jnp.arange(num, dtype=jnp.uint32)
+    words = _hash(_seeds(key, 1)[0], ids).reshape(data.shape)
+    if typed:
+        return jax.random.wrap_key_data(words, impl=jax.random.key_impl(key))
+    return words.astype(data.dtype)
+
+
+def _hash(seed: jax.Array, counter: jax.Array) -> jax.Array:
+    """uint32: a counter-based hash (murmur3's finaliser) of (seed, counter)."""
+    x = seed ^ (counter.astype(jnp.uint32) * jnp.uint32(0x9E3779B9))
+    x = x ^ (x >> 16)
+    x = x * jnp.uint32(0x85EBCA6B)
+    x = x ^ (x >> 13)
+    x = x * jnp.uint32(0xC2B2AE35)
+    return x ^ (x >> 16)
+
+
+def _hash_choice(seed: jax.Array, counter: jax.Array, mask: jax.Array) -> jax.Array:
+    """A uniformly random index where ``mask`` (bool [A]) is True, from `_hash`: int32 [].
+
+    Each index gets an independent 32-bit hash and the largest masked one wins. Inside the
+    search this replaces `jax.random`: threefry costs ~1 s of XLA compile time per call site
+    on this CPU, the hash next to nothing.
+    """
+    num = mask.shape[-1]
+    ids = counter.astype(jnp.uint32) * jnp.uint32(num) + jnp.arange(num, dtype=jnp.uint32)
+    noise = (_hash(seed, ids) >> 1).astype(jnp.int32)  # in [0, 2**31)
+    return jnp.argmax(jnp.where(mask, noise, -1)).astype(jnp.int32)
+
+
+# ---- random ---------------------------------------------------------------------------------
+
+
+@functools.cache
+def random_player(env: Env) -> Player:
+    """A player that moves uniformly at random among the legal actions."""
+    del env  # the legal mask is all it needs
+
+    def act(key: jax.Array, states: GameState) -> jax.Array:
+        """key, states[B] -> int32 [B]."""
+        masks = states.legal_action_mask
+        return jax.vmap(_hash_choice, in_axes=(0, None, 0))(
+            _seeds(key, masks.shape[0]), jnp.uint32(0), masks
+        )
+
+    return act
+
+
+# ---- greedy (one ply) -----------------------------------------------------------------------
+
+
+@functools.cache
+def greedy_player(env: Env) -> Player:
+    """A one-ply player: wins at once if it can; else avoids giving the opponent a win.
+
+    For the player ``me`` to move it steps every action (and every reply to it) with the env:
+
+    1. moves that win at once (``rewards[me] > 0``): pick one uniformly;
+    2. else *safe* moves: legal moves that neither lose at once nor leave the player then to
+       move (the opponent, or whoever it is: players need not alternate) a reply after which
+       ``rewards[me] < 0``. This blocks an opponent's threat and avoids creating one (in
+       connect four, never playing under the opponent's winning cell). Pick one uniformly;
+    3. else (every move loses at once or next turn) a uniformly random legal move.
+
+    Cost per game: A + A*A env steps.
+    """
+    actions = jnp.arange(env.num_actions, dtype=jnp.int32)
+    step_all = jax.vmap(env.step, in_axes=(None, 0))  # state, [A] -> states [A]
+
+    def preferred(state: GameState) -> jax.Array:
+        """One game -> bool [A]: the moves the greedy rule would pick among."""
+        me = state.current_player
+        legal = state.legal_action_mask
+        after = step_all(state, actions)  # [A]
+        wins = legal & (after.rewards[:, me] > 0)
+        replies = jax.vmap(step_all, in_axes=(0, None))(after, actions)  # [A, A]
+        reply_beats_me = (
+            after.legal_action_mask & ~_done(after)[:, None] & (replies.rewards[:, :, me] < 0)
+        )
+        safe = legal & (after.rewards[:, me] >= 0) & ~jnp.any(reply_beats_me, axis=1)
+        return jnp.where(jnp.any(wins), wins, jnp.where(jnp.any(safe), safe, legal))
+
+    def act(key: jax.Array, states: GameState) -> jax.Array:
+        """key, states[B] -> int32 [B]."""
+        masks = jax.vmap(preferred)(states)
+        return jax.vmap(_hash_choice, in_axes=(0, None, 0))(
+            _seeds(key, masks.shape[0]), jnp.uint32(0), masks
+        )
+
+    return act
+
+
+# ---- plain UCT MCTS -------------------------------------------------------------------------
+
+
+def uct_search(
+    env: Env, key: jax.Array, state: GameState, *, num_simulations: int, uct_c: float
+) -> tuple[jax.Array, jax.Array]:
+    """Plain UCT for ONE game (vmap it); see `_uct_search`. Returns (action [], visits [A])."""
+    return _uct_search(env, _seeds(key, 1)[0], state, num_simulations=num_simulations, uct_c=uct_c)
+
+
+def _uct_search(
+    env: Env, seed: jax.Array, state: GameState, *, num_simulations: int, uct_c: float
+) -> tuple[jax.Array, jax.Array]:
+    """Plain UCT for ONE game: N simulations of select / expand / rollout / backup.
+
+    - Select from the root by UCT, ``Q + uct_c * sqrt(ln n_parent / n_child)``, while the node
+      is live and every legal child has been visited; Q is the child's mean return for the
+      player to move at the parent (``current_player``, so players need not alternate).
+    - Expand one unvisited legal child (uniformly random among them), as OpenSpiel's MCTSBot.
+    - Evaluate it by one uniformly random rollout to the end of the game. A terminal node is
+      not expanded: its value is the game result.
+    - Randomness: `_hash` of the uint32 `seed`, the simulation index and a step counter.
+    - Back up the rewards per player id along the path; each node stores the total return,
+      for both players, of the games that went through it (the reward of the step into the
+      node included), so every parent reads it from its own mover's side.
+
+    The tree lives in fixed-size arrays: node states [N+1], visits [N+1], returns [N+1, 2],
+    children [N+1, A] (-1 = not expanded), parent [N+1].
+
+    Returns:
+      (action int32 [], root child visit counts int32 [A]). The action is the most visited
+      child (ties: the larger total return for the mover, then the lowest index); 0 when the
+      root is finished.
+    """
+    num_nodes_max = num_simulations + 1
+    num_actions = env.num_actions
+    tree_states = jax.tree.map(lambda x: jnp.broadcast_to(x, (num_nodes_max, *x.shape)), state)
+    tree = dict(
+        states=tree_states,
+        visits=jnp.zeros(num_nodes_max, jnp.int32),
+        returns=jnp.zeros((num_nodes_max, 2), jnp.float32),
+        children=jnp.full((num_nodes_max, num_actions), -1, jnp.int32),
+        parent=jnp.full(num_nodes_max, -1, jnp.int32),
+        size=jnp.int32(1),
+    )
+
+    def node_state(tree: dict[str, Any], node: jax.Array) -> GameState:
+        return jax.tree.map(lambda x: x[node], tree["states"])
+
+    def uct_scores(tree: dict[str, Any], node: jax.Array) -> jax.Array:
+        """float32 [A]: UCT of each child of a fully expanded node (-inf for illegal)."""
+        s = node_state(tree, node)
+        kids = tree["children"][node]
+        safe_kids = jnp.maximum(kids, 0)
+        kid_visits = jnp.maximum(tree["visits"][safe_kids], 1).astype(jnp.float32)
+        q = tree["returns"][safe_kids, s.current_player] / kid_visits
+        parent_visits = tree["visits"][node].astype(jnp.float32)
+        u = uct_c * jnp.sqrt(jnp.log(parent_visits) / kid_visits)
+        return jnp.where(s.legal_action_mask & (kids >= 0), q + u, -jnp.inf)
+
+    def unexpanded(tree: dict[str, Any], node: jax.Array) -> jax.Array:
+        s = node_state(tree, node)
+        return s.legal_action_mask & (tree["children"][node] < 0) & ~_done(s)
+
+    def rollout(seed: jax.Array, s: GameState) -> jax.Array:
+        """float32 [2]: the rewards per player id from `s` to the end of a random game."""
+
+        def cond(carry):
+            return ~_done(carry[1])
+
+        def body(carry):
+            t, s, total = carry
+            s = env.step(s, _hash_choice(seed, t, s.legal_action_mask))
+            return t + 1, s, total + s.rewards
+
+        init = (jnp.int32(1), s, jnp.zeros(2, jnp.float32))  # counter 0 is the expansion's
+        return jax.lax.while_loop(cond, body, init)[2]
+
+    def simulate(i, tree):
+        sim_seed = _hash(seed, i)
+
+        # Selection: descend while the node is live and fully expanded.
+        def keep_going(node):
+            return ~_done(node_state(tree, node)) & ~jnp.any(unexpanded(tree, node))
+
+        def descend(node):
+            return tree["children"][node, jnp.argmax(uct_scores(tree, node))]
+
+        node = jax.lax.while_loop(keep_going, descend, jnp.int32(0))
+
+        # Expansion: one random unvisited legal child of a live node.
+        s = node_state(tree, node)
+        expand = ~_done(s)
+        action = _hash_choice(sim_seed, jnp.int32(0), unexpanded(tree, node))
+        child_state = env.step(s, action)
+        new = tree["size"]  # <= simulation index + 1 <= N: always in range
+        tree = dict(
+            states=jax.tree.map(lambda xs, x: xs.at[new].set(x), tree["states"], child_state),
+            visits=tree["visits"],
+            returns=tree["returns"],
+            children=tree["children"]
+            .at[node, action]
+            .set(jnp.where(expand, new, tree["children"][node, action])),
+            parent=tree["parent"].at[new].set(jnp.where(expand, node, -1)),
+            size=tree["size"] + expand.astype(jnp.int32),
+        )
+        leaf = jnp.where(expand, new, node)
+
+        # Evaluation: one random rollout (nothing to play from a terminal node).
+        future = rollout(sim_seed, tree_select(expand, child_state, s))
+
+        # Backup: walk the parents to the root, adding each node's own step reward.
+        def backup_cond(carry):
+            return carry[0] >= 0
+
+        def backup_body(carry):
+            node, total, visits, returns = carry
+            total = total + tree["states"].rewards[node]
+            return (
+                tree["parent"][node],
+                total,
+                visits.at[node].add(1),
+                returns.at[node].add(total),
+            )
+
+        _, _, visits, returns = jax.lax.while_loop(
+            backup_cond, backup_body, (leaf, future, tree["visits"], tree["returns"])
+        )
+        return dict(tree, visits=visits, returns=returns)
+
+    tree = jax.lax.fori_loop(0, num_simulations, simulate, tree)
+
+    kids = tree["children"][0]
+    safe_kids = jnp.maximum(kids, 0)
+    visits = jnp.where(kids >= 0, tree["visits"][safe_kids], 0)
+    best = visits == jnp.max(visits)
+    mover_return = tree["returns"][safe_kids, state.current_player]
+    action = jnp.argmax(jnp.where(best & (kids >= 0), mover_return, -jnp.inf))
+    return action.astype(jnp.int32), visits
+
+
+@functools.cache
+def mcts_player(env: Env, num_simulations: int, *, uct_c: float = math.sqrt(2.0)) -> Player:
+    """Plain UCT MCTS with one uniformly random rollout per simulation (see `uct_search`).
+
+    No noise, no priors; the final move is the most visited root child. Compare with
+    OpenSpiel's ``MCTSBot(uct_c=sqrt(2), max_simulations=N, solve=False)`` and
+    ``RandomRolloutEvaluator(n_rollouts=1)``.
+    """
+    if num_simulations < 1:
+        raise ValueError(f"num_simulations must be >= 1, got {num_simulations}")
+    search = functools.partial(_uct_search, env, num_simulations=num_simulations, uct_c=uct_c)
+
+    def act(key: jax.Array, states: GameState) -> jax.Array:
+        """key, states[B] -> int32 [B]."""
+        seeds = _seeds(key, states.current_player.shape[0])
+        return jax.vmap(search)(seeds, states)[0]
+
+    return act

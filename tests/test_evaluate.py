@@ -1,0 +1,146 @@
+"""Arenas: bookkeeping checked with deterministic players, then strength with baselines."""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import envs
+from azjax.baselines import greedy_player, random_player
+from azjax.evaluate import ArenaResult, elo_difference, play_arena, run_arena
+
+TTT = envs.make("tic_tac_toe")
+C4 = envs.make("connect_four")
+
+
+def _preference_player(order):
+    """Plays the first legal action in `order` (deterministic)."""
+    rank = np.empty(len(order), np.int32)
+    rank[list(order)] = np.arange(len(order))
+    rank = jnp.asarray(rank)
+
+    def act(key, states):
+        del key
+        return jnp.argmin(jnp.where(states.legal_action_mask, rank, 99), axis=1).astype(jnp.int32)
+
+    return act
+
+
+LOWEST = _preference_player(range(9))  # tic-tac-toe: the first player wins on 2-4-6
+DRAWER = _preference_player((4, 0, 2, 6, 8, 1, 3, 5, 7))  # vs itself: a full-board draw
+LOWEST_C4 = _preference_player(range(7))  # connect four: the first player fills row 0 first
+
+
+def _illegal_player(key, states):
+    """Always plays cell 4 (illegal once taken) or -1 (never legal)."""
+    del key
+    return jnp.where(states.legal_action_mask[:, 4], -1, 4).astype(jnp.int32)
+
+
+def test_first_player_wins_lowest_vs_lowest():
+    # X: 0, 2, 4, 6 vs O: 1, 3, 5 -> X wins; A is X in the first ceil(5 / 2) = 3 games.
+    result = play_arena(TTT, LOWEST, LOWEST, key=jax.random.PRNGKey(0), num_games=5)
+    assert (result.wins, result.draws, result.losses) == (3, 0, 2)
+    assert result.num_games == 5
+    assert result.score == pytest.approx(3 / 5)
+    assert (result.illegal_moves_a, result.illegal_moves_b) == (0, 0)
+    # Cut after 6 plies, before X's winning move: every game counts as a draw.
+    cut = play_arena(TTT, LOWEST, LOWEST, key=jax.random.PRNGKey(0), num_games=5, max_steps=6)
+    assert (cut.wins, cut.draws, cut.losses) == (0, 5, 0)
+
+
+def test_connect_four_lowest_vs_lowest_and_game_length():
+    # Columns 0-2 fill up alternately, then X completes row 0 (the bottom) in column 3.
+    result = play_arena(C4, LOWEST_C4, LOWEST_C4, key=jax.random.PRNGKey(0), num_games=6)
+    assert (result.wins, result.draws, result.losses) == (3, 0, 3)
+    # Cut after 18 plies: nobody has won yet, so every game counts as a draw.
+    cut = play_arena(C4, LOWEST_C4, LOWEST_C4, key=jax.random.PRNGKey(0), num_games=6, max_steps=18)
+    assert (cut.wins, cut.draws, cut.losses) == (0, 6, 0)
+
+
+def test_draws_are_counted():
+    result = play_arena(TTT, DRAWER, DRAWER, key=jax.random.PRNGKey(0), num_games=4)
+    assert (result.wins, result.draws, result.losses) == (0, 4, 0)
+    assert result.score == 0.5
+
+
+def test_illegal_moves_lose_and_are_counted():
+    # B's first move is illegal in every game: as O it answers A's 4 with 4, as X it plays -1.
+    result = play_arena(TTT, DRAWER, _illegal_player, key=jax.random.PRNGKey(0), num_games=6)
+    assert (result.wins, result.draws, result.losses) == (6, 0, 0)
+    assert (result.illegal_moves_a, result.illegal_moves_b) == (0, 6)
+
+
+def test_finished_games_stay_finished():
+    # A forfeits at once where it is X (-1) and at its first move where it is O (4 is taken):
+    # games end at ply 1 or 2, and the ones over early get no more rewards after.
+    arena = jax.jit(
+        run_arena, static_argnames=("env", "player_a", "player_b", "num_games", "max_steps")
+    )
+    a_returns, bad_a, bad_b = arena(
+        jax.random.PRNGKey(1),
+        env=TTT,
+        player_a=_illegal_player,
+        player_b=DRAWER,
+        num_games=8,
+        max_steps=9,
+    )
+    np.testing.assert_array_equal(np.asarray(a_returns), -np.ones(8))
+    assert (int(bad_a), int(bad_b)) == (8, 0)
+    result = ArenaResult.from_outcomes(a_returns, bad_a, bad_b)
+    assert (result.wins, result.draws, result.losses, result.illegal_moves_a) == (0, 0, 8, 8)
+
+
+def test_run_arena_inside_jit_with_traced_state():
+    """The pure arena runs inside a caller's jit, players closing over traced values."""
+
+    @jax.jit
+    def arena(order_shift, key):
+        def shifted(key, states):  # lowest legal cell at or after `order_shift` (cyclic)
+            del key
+            rank = (jnp.arange(9) - order_shift) % 9
+            mask = states.legal_action_mask
+            return jnp.argmin(jnp.where(mask, rank, 99), axis=1).astype(jnp.int32)
+
+        return run_arena(key, env=TTT, player_a=shifted, player_b=LOWEST, num_games=4, max_steps=9)
+
+    a_returns, bad_a, bad_b = arena(jnp.int32(0), jax.random.PRNGKey(0))
+    np.testing.assert_array_equal(np.asarray(a_returns), [1, 1, -1, -1])
+    result = ArenaResult.from_outcomes(a_returns, bad_a, bad_b)
+    assert (result.wins, result.losses) == (2, 2)
+
+
+def test_random_vs_random_is_even():
+    for env, games in ((TTT, 400), (C4, 200)):
+        player = random_player(env)
+        result = play_arena(env, player, player, key=jax.random.PRNGKey(3), num_games=games)
+        assert 0.42 <= result.score <= 0.58, (env.name, str(result))
+        assert (result.illegal_moves_a, result.illegal_moves_b) == (0, 0)
+
+
+def test_greedy_beats_random_on_connect_four():
+    result = play_arena(
+        C4, greedy_player(C4), random_player(C4), key=jax.random.PRNGKey(4), num_games=100
+    )
+    print("greedy vs random, connect four:", result)
+    assert result.score > 0.8, str(result)
+    assert (result.illegal_moves_a, result.illegal_moves_b) == (0, 0)
+
+
+def test_elo_difference():
+    assert elo_difference(0.5) == 0.0
+    assert elo_difference(0.75) == pytest.approx(400 * math.log10(3))
+    assert elo_difference(0.25) == pytest.approx(-elo_difference(0.75))
+    assert elo_difference(1.0) == math.inf and elo_difference(0.0) == -math.inf
+    with pytest.raises(ValueError, match="score"):
+        elo_difference(1.5)
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="num_games"):
+        play_arena(TTT, LOWEST, LOWEST, key=jax.random.PRNGKey(0), num_games=0)
+    assert str(ArenaResult(wins=3, draws=1, losses=0)).startswith("+3 =1 -0 (score 0.875")

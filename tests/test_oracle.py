@@ -1,0 +1,171 @@
+"""Oracles: our tic-tac-toe minimax against the shipped labels, the connect-four sets, scoring."""
+
+from __future__ import annotations
+
+import json
+
+import jax
+import numpy as np
+import pytest
+from conftest import ORACLES
+
+import envs
+from azjax.baselines import greedy_player, random_player
+from azjax.oracle import (
+    OracleFormatError,
+    load_oracle,
+    oracle_player,
+    read_oracle_file,
+    score_player,
+    solve_tic_tac_toe,
+)
+
+C4 = envs.make("connect_four")
+TTT = envs.make("tic_tac_toe")
+C4_DIR = ORACLES / "connect4"
+TTT_FILE = ORACLES / "tictactoe" / "positions.jsonl"
+
+# The README's table: set, name, "random move hits preserving".
+C4_SETS = {
+    "Test_L3_R1": ("End-Easy", 0.689),
+    "Test_L2_R1": ("Middle-Easy", 0.714),
+    "Test_L2_R2": ("Middle-Medium", 0.579),
+    "Test_L1_R1": ("Beginning-Easy", 0.739),
+    "Test_L1_R2": ("Beginning-Medium", 0.705),
+    "Test_L1_R3": ("Beginning-Hard", 0.480),
+}
+
+
+@pytest.fixture(scope="module")
+def c4_sets():
+    return load_oracle("connect_four", C4_DIR)
+
+
+def test_tic_tac_toe_minimax_equals_the_shipped_file():
+    ours = {r.moves: r for r in solve_tic_tac_toe()}
+    shipped = read_oracle_file(TTT_FILE, num_actions=9, first_digit=0)
+    assert len(ours) == len(shipped) == 4520
+    for record in shipped:
+        mine = ours[record.moves]
+        assert mine.preserving == record.preserving, record.source
+        assert mine.optimal == record.optimal, record.source
+        assert (mine.score, mine.child_scores) == (record.score, record.child_scores)
+    # Same order too: depth-first, lexicographically smallest move list per position.
+    assert [r.moves for r in solve_tic_tac_toe()] == [r.moves for r in shipped]
+
+
+def test_tic_tac_toe_sets_from_minimax_and_from_file_agree():
+    computed = load_oracle("tic_tac_toe")["positions"]
+    from_file = load_oracle(TTT, ORACLES / "tictactoe")["positions"]
+    assert computed.num_positions == from_file.num_positions == 4520
+    assert computed.moves == from_file.moves
+    np.testing.assert_array_equal(computed.preserving, from_file.preserving)
+    np.testing.assert_array_equal(computed.optimal, from_file.optimal)
+    np.testing.assert_array_equal(computed.states.board, from_file.states.board)
+    # The empty board: every move draws; after X takes a corner, only the centre holds.
+    assert computed.moves[0] == () and bool(np.all(computed.preserving[0]))
+    assert np.flatnonzero(computed.preserving[computed.moves.index((0,))]).tolist() == [4]
+    # The replayed states are live and their mover matches the move count.
+    lengths = np.array([len(m) for m in computed.moves])
+    np.testing.assert_array_equal(computed.states.current_player, lengths % 2)
+    np.testing.assert_array_equal(computed.states.step_count, lengths)
+    assert not np.any(computed.states.terminated)
+
+
+def test_connect_four_sets(c4_sets):
+    assert sorted(c4_sets) == sorted(C4_SETS)
+    assert list(c4_sets) == sorted(c4_sets)
+    for name, (title, hit_rate) in C4_SETS.items():
+        oracle_set = c4_sets[name]
+        assert (oracle_set.name, oracle_set.title) == (name, title)
+        assert oracle_set.num_positions == 1000
+        assert oracle_set.preserving.shape == (1000, 7)
+        # The labels reproduce the README's column (rounded to 3 digits).
+        assert oracle_set.random_error_rate() == pytest.approx(1 - hit_rate, abs=6e-4), name
+        # 1-based digits in the file: the first position's move count is its stone count.
+        lengths = np.array([len(m) for m in oracle_set.moves])
+        np.testing.assert_array_equal(oracle_set.states.step_count, lengths)
+        assert not np.any(oracle_set.states.terminated)
+    first = json.loads((C4_DIR / "Test_L3_R1.jsonl").read_text().splitlines()[0])
+    moves = tuple(int(d) - 1 for d in first["moves"])
+    assert c4_sets["Test_L3_R1"].moves[0] == moves
+    stones = np.asarray(c4_sets["Test_L3_R1"].states.board[0]) >= 0
+    assert int(stones.sum()) == len(moves)
+    assert np.flatnonzero(c4_sets["Test_L3_R1"].preserving[0]).tolist() == first["preserving"]
+
+
+def test_random_player_error_rates(c4_sets):
+    player = random_player(C4)
+    for i, (name, (_, hit_rate)) in enumerate(C4_SETS.items()):
+        error = score_player(player, c4_sets[name], key=jax.random.PRNGKey(i), batch_size=250)
+        assert error == pytest.approx(1 - hit_rate, abs=0.04), name  # 1000 draws: sd <= 0.016
+
+
+def test_perfect_player_scores_zero_and_greedy_beats_random(c4_sets):
+    perfect = oracle_player(*c4_sets.values())
+    for name, oracle_set in c4_sets.items():
+        error = score_player(perfect, oracle_set, key=jax.random.PRNGKey(0), batch_size=250)
+        assert error == 0.0, name
+    # End-Easy: immediate wins and blocks decide most positions.
+    end = c4_sets["Test_L3_R1"]
+    greedy = score_player(greedy_player(C4), end, key=jax.random.PRNGKey(1), batch_size=250)
+    random = score_player(random_player(C4), end, key=jax.random.PRNGKey(1), batch_size=250)
+    print(f"End-Easy error: greedy {greedy:.3f}, random {random:.3f}")
+    assert greedy < random - 0.15
+
+
+def test_perfect_tic_tac_toe_player():
+    positions = load_oracle("tic_tac_toe")["positions"]
+    perfect = oracle_player(positions)
+    assert score_player(perfect, positions, key=jax.random.PRNGKey(0), batch_size=565) == 0.0
+    greedy = score_player(greedy_player(TTT), positions, key=jax.random.PRNGKey(0), batch_size=565)
+    assert 0.0 < greedy < 0.2  # one ply is not perfect play
+
+
+def test_a_directory_holding_the_game_folder_works(tmp_path):
+    (tmp_path / "connect4").mkdir()
+    lines = (C4_DIR / "Test_L2_R2.jsonl").read_text().splitlines()[:5]
+    (tmp_path / "connect4" / "Test_L2_R2.jsonl").write_text("\n".join(lines) + "\n\n")
+    sets = load_oracle(C4, tmp_path)
+    assert list(sets) == ["Test_L2_R2"] and sets["Test_L2_R2"].num_positions == 5
+    assert sets["Test_L2_R2"].title == "Middle-Medium"
+
+
+def test_missing_directory(tmp_path):
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        load_oracle("connect_four", tmp_path / "nowhere")
+    with pytest.raises(FileNotFoundError, match=r"no Test_L\*_R\*\.jsonl files"):
+        load_oracle("connect_four", tmp_path)
+
+
+class _NoOracleEnv:
+    name = "draughts"
+
+
+def test_unknown_game():
+    with pytest.raises(ValueError, match="no oracle for 'draughts'"):
+        load_oracle(_NoOracleEnv())
+
+
+@pytest.mark.parametrize(
+    ("bad_line", "message"),
+    [
+        ("{not json", "not valid JSON"),
+        ('["a list"]', "expected a JSON object"),
+        ('{"moves": "4x", "preserving": [0]}', "'moves' must be a string of digits"),
+        ('{"moves": "48", "preserving": [0]}', "digit outside 1-7"),
+        ('{"moves": "44", "preserving": []}', "'preserving' must be a non-empty list"),
+        ('{"moves": "44", "preserving": [7]}', "'preserving' must be a non-empty list"),
+        ('{"moves": "4444444", "preserving": [0]}', "illegal in connect_four"),
+        ('{"moves": "1111112", "preserving": [0]}', "lists an illegal move"),
+    ],
+)
+def test_corrupt_lines_name_file_and_line(tmp_path, bad_line, message):
+    good = (C4_DIR / "Test_L3_R1.jsonl").read_text().splitlines()[:3]
+    folder = tmp_path / "oracle"
+    folder.mkdir()
+    (folder / "Test_L1_R1.jsonl").write_text("\n".join(good) + "\n")  # a good file first
+    (folder / "Test_L3_R1.jsonl").write_text("\n".join([*good, bad_line, good[0]]) + "\n")
+    with pytest.raises(OracleFormatError, match=message) as error:
+        load_oracle("connect_four", folder)
+    assert f"{folder / 'Test_L3_R1.jsonl'}:4:" in str(error.value)
