@@ -116,8 +116,8 @@ def load_model(directory: str | Path) -> tuple[Any, ExperimentConfig, dict[str, 
     Raises:
       CheckpointError: naming the directory and what is missing or corrupt.
     """
-    from azjax.network import init_network  # late: keeps this module light
     import envs
+    from azjax.network import init_network  # late: keeps this module light
 
     directory = Path(directory)
     meta_path, params_path = directory / _MODEL_JSON, directory / _PARAMS_FILE

@@ -52,7 +52,8 @@ def _user_errors():
 
 @app.command()
 def train(
-    config: Annotated[Path, typer.Argument(help="Experiment YAML, e.g. experiments/tic_tac_toe.yaml")],
+    config: Annotated[Path, typer.Argument(
+        help="Experiment YAML, e.g. experiments/tic_tac_toe.yaml")],
     run_dir: Annotated[Path | None, typer.Option(help="Default: runs/<config stem>")] = None,
     set_: Annotated[list[str] | None, typer.Option(
         "--set", help="Override a config key, e.g. --set search.num_simulations=32")] = None,
@@ -99,7 +100,8 @@ def evaluate(
 @app.command()
 def export(
     run_dir: Annotated[Path, typer.Argument(help="A training run dir")],
-    snapshot: Annotated[str | None, typer.Argument(help="Snapshot iteration (default: newest)")] = None,
+    snapshot: Annotated[str | None, typer.Argument(
+        help="Snapshot iteration (default: newest)")] = None,
     to: Annotated[Path, typer.Option("--to", help="Output directory")] = Path("model"),
 ) -> None:
     """Write a self-contained model (params, config, search defaults, format version)."""

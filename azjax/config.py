@@ -108,6 +108,7 @@ class EvalConfig:
     oracle: bool = True  # score raw network and search against the game's oracle, if any
     oracle_dir: str = ""  # directory of oracle files (connect four); "" = built-in/none
     arena_games: int = 200  # games against each opponent below (both colours)
+    arena_every: int = 1  # arenas at every N-th evaluation (and whenever the oracle bar is met)
     opponents: tuple[str, ...] = ("random", "greedy")
     num_simulations: int = 0  # search simulations at evaluation; 0 = search.num_simulations
 
@@ -272,8 +273,10 @@ def _require(condition: bool, key: str, message: str) -> None:
 def _validate(config: ExperimentConfig) -> None:
     import envs  # late import: envs imports jax
 
-    _require(config.game in envs.available(), "game",
-             f"unknown game {config.game!r}; available: {', '.join(envs.available())}")
+    try:
+        envs.make(config.game)
+    except ValueError as error:
+        raise ConfigError(f"game: {error}") from None
     net, search, play = config.network, config.search, config.selfplay
     _require(net.channels > 0 and net.blocks >= 0, "network", "channels > 0 and blocks >= 0")
     _require(all(h > 0 for h in net.hidden), "network.hidden", "widths must be positive")
@@ -298,6 +301,8 @@ def _validate(config: ExperimentConfig) -> None:
     _require(config.train.learning_rate > 0, "train.learning_rate", "must be > 0")
     _require(config.train.weight_decay >= 0, "train.weight_decay", "must be >= 0")
     _require(config.eval.every_iterations >= 1, "eval.every_iterations", "must be >= 1")
+    _require(config.eval.arena_every >= 1, "eval.arena_every", "must be >= 1")
+    _require(config.eval.arena_games >= 2, "eval.arena_games", "must be >= 2 (both colours)")
     for opponent in config.eval.opponents:
         _require(opponent in ("random", "greedy") or opponent.startswith("mcts:"),
                  "eval.opponents", f"unknown opponent {opponent!r} (random, greedy, mcts:N)")

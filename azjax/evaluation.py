@@ -8,7 +8,6 @@ params are an argument, so the call compiles once per run, not once per evaluati
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +17,7 @@ import numpy as np
 
 from azjax import baselines
 from azjax.config import ExperimentConfig
-from azjax.evaluate import ArenaResult, run_arena
+from azjax.evaluate import ArenaResult, elo_difference, run_arena
 from azjax.oracle import OracleSet, load_oracle
 from azjax.search import make_search, masked_logits
 from envs.core import Env
@@ -79,15 +78,24 @@ def is_perfect(metrics: dict[str, Any], opponents: tuple[str, ...]) -> bool:
     """The perfect-play bar (for games with a complete oracle, e.g. tic-tac-toe)."""
     if "eval/oracle/search_error" not in metrics:
         return False
+    if any(f"eval/vs_{o}/losses" not in metrics for o in opponents):
+        return False
     no_losses = all(metrics.get(f"eval/vs_{o}/losses", 1) == 0 for o in opponents)
     return (metrics["eval/oracle/search_error"] == 0.0
             and metrics["eval/oracle/raw_error"] <= PERFECT_RAW_ERROR * 100 and no_losses)
 
 
 class Evaluator:
-    """Compiled evaluation of a run's params; see the module docstring."""
+    """Compiled evaluation of a run's params; see the module docstring.
 
-    def __init__(self, env: Env, config: ExperimentConfig, learner):
+    Two compiled calls: the oracle scoring (every evaluation) and the arenas (every
+    `eval.arena_every`-th evaluation, and whenever the oracle bar is met, so that a run that
+    stops at perfect play has its arenas checked in that same evaluation). Both are compiled
+    ahead, in a background thread, while training runs: XLA compiles without the GIL, so
+    on a 2-core machine the compile overlaps the first iterations instead of stalling them.
+    """
+
+    def __init__(self, env: Env, config: ExperimentConfig, learner, *, params_example=None):
         self.env, self.config = env, config
         cfg = config.eval
         self.num_simulations = cfg.num_simulations or config.search.num_simulations
@@ -99,47 +107,65 @@ class Evaluator:
         self.opponents = {name: make_opponent(env, name) for name in cfg.opponents}
         self.apply_fn = learner.apply_fn
         self.search_fn = make_search(env, learner.apply_fn, config.search)
-        self._evaluate = jax.jit(self._evaluate_impl)
+        self._evaluations = 0
+        self._compiled: dict[str, Any] = {}
+        self._pending = None
+        if params_example is not None:
+            self._pending = _compile_in_background(
+                {"oracle": jax.jit(self._oracle_impl), "arena": jax.jit(self._arena_impl)},
+                params_example)
 
-    def _evaluate_impl(self, params, key):
-        env, cfg = self.env, self.config.eval
-        raw = network_player(env, self.apply_fn, params)
+    def _oracle_impl(self, params, key):
+        raw = network_player(self.env, self.apply_fn, params)
         search = search_player(self.search_fn, params, self.num_simulations)
         out = {}
         for i, (name, oracle) in enumerate(self.oracle_sets.items()):
             k = jax.random.fold_in(key, i)
-            out[f"oracle/{name}/raw"] = oracle_error(raw, k, oracle.states, oracle.preserving)
-            out[f"oracle/{name}/search"] = oracle_error(search, k, oracle.states,
-                                                        oracle.preserving)
-        for j, (name, opponent) in enumerate(self.opponents.items()):
-            k = jax.random.fold_in(key, 1000 + j)
-            out[f"arena/{name}"] = run_arena(k, env=env, player_a=search, player_b=opponent,
-                                             num_games=cfg.arena_games,
-                                             max_steps=env.max_game_length or 10_000)
+            out[f"{name}/raw"] = oracle_error(raw, k, oracle.states, oracle.preserving)
+            out[f"{name}/search"] = oracle_error(search, k, oracle.states, oracle.preserving)
         return out
+
+    def _arena_impl(self, params, key):
+        search = search_player(self.search_fn, params, self.num_simulations)
+        return {name: run_arena(jax.random.fold_in(key, j), env=self.env, player_a=search,
+                                player_b=opponent, num_games=self.config.eval.arena_games,
+                                max_steps=self.env.max_game_length or 10_000)
+                for j, (name, opponent) in enumerate(self.opponents.items())}
+
+    def _call(self, name: str, params, key):
+        if self._pending is not None:
+            self._compiled = self._pending.result()
+            self._pending = None
+        fn = self._compiled.get(name) or jax.jit(getattr(self, f"_{name}_impl"))
+        self._compiled.setdefault(name, fn)
+        return jax.device_get(fn(params, key))
 
     def evaluate(self, params, key) -> dict[str, Any]:
         """Flat dict of `eval/...` metrics (oracle errors in percent), plus `eval/perfect`."""
-        raw = jax.device_get(self._evaluate(params, key))
+        k_oracle, k_arena = jax.random.split(key)
         metrics: dict[str, Any] = {}
-        raw_errors, search_errors = [], []
-        for name in self.oracle_sets:
-            r, s = 100 * float(raw[f"oracle/{name}/raw"]), 100 * float(raw[f"oracle/{name}/search"])
-            raw_errors.append(r)
-            search_errors.append(s)
+        if self.oracle_sets:
+            raw = self._call("oracle", params, k_oracle)
+            raw_errors = [100 * float(raw[f"{name}/raw"]) for name in self.oracle_sets]
+            search_errors = [100 * float(raw[f"{name}/search"]) for name in self.oracle_sets]
             if len(self.oracle_sets) > 1:
-                metrics[f"eval/oracle/set/{name}/raw"] = r
-                metrics[f"eval/oracle/set/{name}/search"] = s
-        if raw_errors:
+                for name, r, s in zip(self.oracle_sets, raw_errors, search_errors, strict=True):
+                    metrics[f"eval/oracle/set/{name}/raw"] = r
+                    metrics[f"eval/oracle/set/{name}/search"] = s
             metrics["eval/oracle/raw_error"] = float(np.mean(raw_errors))
             metrics["eval/oracle/search_error"] = float(np.mean(search_errors))
-        for name in self.opponents:
-            result = ArenaResult.from_outcomes(*raw[f"arena/{name}"])
-            metrics[f"eval/vs_{name}/wins"] = result.wins
-            metrics[f"eval/vs_{name}/draws"] = result.draws
-            metrics[f"eval/vs_{name}/losses"] = result.losses
-            metrics[f"eval/vs_{name}/score"] = result.score
-        metrics["eval/perfect"] = is_perfect(metrics, tuple(self.opponents))
+        oracle_bar = bool(self.oracle_sets) and is_perfect(metrics, ())
+        scheduled = self._evaluations % self.config.eval.arena_every == 0
+        self._evaluations += 1
+        if self.opponents and (scheduled or oracle_bar):
+            results = self._call("arena", params, k_arena)
+            for name in self.opponents:
+                result = ArenaResult.from_outcomes(*results[name])
+                metrics[f"eval/vs_{name}/wins"] = result.wins
+                metrics[f"eval/vs_{name}/draws"] = result.draws
+                metrics[f"eval/vs_{name}/losses"] = result.losses
+                metrics[f"eval/vs_{name}/score"] = result.score
+        metrics["eval/perfect"] = oracle_bar and is_perfect(metrics, tuple(self.opponents))
         return metrics
 
     def summary_line(self, iteration: int, record: dict[str, Any]) -> str:
@@ -148,11 +174,29 @@ class Evaluator:
             parts.append(f"oracle err raw {record['eval/oracle/raw_error']:5.2f}% "
                          f"search {record['eval/oracle/search_error']:5.2f}%")
         for name in self.opponents:
-            parts.append(f"vs {name} W/D/L {record[f'eval/vs_{name}/wins']}/"
-                         f"{record[f'eval/vs_{name}/draws']}/{record[f'eval/vs_{name}/losses']}")
+            if f"eval/vs_{name}/wins" in record:
+                parts.append(f"vs {name} W/D/L {record[f'eval/vs_{name}/wins']}/"
+                             f"{record[f'eval/vs_{name}/draws']}/"
+                             f"{record[f'eval/vs_{name}/losses']}")
         if record.get("eval/perfect"):
             parts.append("PERFECT")
         return " | ".join(parts)
+
+
+def _compile_in_background(functions: dict[str, Any], params_example):
+    """Starts compiling jitted `fn(params, key)` functions in a thread; returns a future of
+    {name: compiled}."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    key = jax.random.PRNGKey(0)
+
+    def compile_all():
+        return {name: fn.lower(params_example, key).compile() for name, fn in functions.items()}
+
+    executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="azjax-eval-compile")
+    future = executor.submit(compile_all)
+    executor.shutdown(wait=False)
+    return future
 
 
 def evaluate_agent(spec: str, *, against: list[str], oracle: str | None, games: int,
@@ -195,12 +239,6 @@ def evaluate_agent(spec: str, *, against: list[str], oracle: str | None, games: 
                 raise ValueError(f"{name} plays {other.env.name}, not {env.name}")
             opponent = search_player(other._search_fn, other.params, other.num_simulations)
         result = play_arena(env, me, opponent, key=key, num_games=games)
-        elo = _elo(result.score)
-        lines.append(f"vs {name:>10}: {result}  (Elo difference {elo})")
+        lines.append(f"vs {name:>10}: {result}  (Elo difference "
+                     f"{elo_difference(result.score):+.0f})")
     return lines
-
-
-def _elo(score: float) -> str:
-    if score in (0.0, 1.0):
-        return "+inf" if score == 1.0 else "-inf"
-    return f"{-400 * math.log10(1 / score - 1):+.0f}"

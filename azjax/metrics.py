@@ -93,7 +93,8 @@ def plot_curves(run_dir: str | Path) -> Path | None:
     fig, axes = plt.subplots(2, 2, figsize=(11, 7.5))
     for ax, (title, keys) in zip(axes.flat, _CURVES, strict=True):
         for key in keys:
-            points = [(r["wall_s"], r[key]) for r in records if isinstance(r.get(key), (int, float))]
+            points = [(r["wall_s"], r[key]) for r in records
+                      if isinstance(r.get(key), (int, float))]
             if points:
                 xs, ys = zip(*points, strict=True)
                 ax.plot(xs, ys, marker="o" if len(points) < 30 else None, ms=3,

@@ -123,7 +123,8 @@ def train(config: ExperimentConfig, run_dir: str | Path, *, show_progress: bool 
         time_to_perfect = resume.get("time_to_perfect_s")
     iteration = int(state.iteration)
     logger = MetricsLogger(run_dir, resume_iteration=iteration if resume else None)
-    evaluator = (evaluator_factory or Evaluator)(env, config, learner)
+    evaluator = (evaluator_factory or Evaluator)(env, config, learner,
+                                                 params_example=state.train.params)
     positions_per_iteration = int(np.prod(state.selfplay.previous.player.shape))
 
     def wall_s() -> float:

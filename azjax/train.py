@@ -95,8 +95,12 @@ class Learner:
         self.search_fn = make_search(env, self.apply_fn, config.search)
         self.optimizer = make_optimizer(config.train)
         self._selfplay = make_selfplay(env, self.search_fn, config.selfplay)
-        self.selfplay_step = jax.jit(self._selfplay_and_add, donate_argnums=(0,))
-        self.update_step = jax.jit(self._update, donate_argnums=(0,))
+        # Each compiles once per Learner; a retrace (a shape or dtype drifting between calls)
+        # fails loudly instead of silently recompiling every iteration.
+        self.selfplay_step = jax.jit(
+            chex.assert_max_traces(self._selfplay_and_add, n=1), donate_argnums=(0,)
+        )
+        self.update_step = jax.jit(chex.assert_max_traces(self._update, n=1), donate_argnums=(0,))
 
     # ---- state -----------------------------------------------------------------------------
 
@@ -110,13 +114,16 @@ class Learner:
             value=jnp.zeros((), jnp.float32),
             value_mask=jnp.zeros((), jnp.bool_),
         )
-        return RunState(
+        run = RunState(
             iteration=jnp.zeros((), jnp.int32),
             train=TrainState(step=jnp.zeros((), jnp.int32), params=params,
                              opt_state=self.optimizer.init(params)),
             selfplay=init_selfplay(env, cfg.selfplay, k_play),
             replay=replay_lib.init(example, cfg.replay.capacity),
         )
+        # One buffer per leaf: the state is donated to the jitted step, and an env's init may
+        # hand back the same array in two fields.
+        return jax.tree.map(lambda x: jnp.array(x, copy=True), run)
 
     # ---- compiled pieces ------------------------------------------------------------------
 

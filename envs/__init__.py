@@ -2,6 +2,16 @@
 
 from envs.conformance import check_env
 from envs.core import Env, GameState, play_moves
+from envs.pgx_adapter import from_pgx
 from envs.registry import available, make, register
 
-__all__ = ["Env", "GameState", "available", "check_env", "make", "play_moves", "register"]
+__all__ = [
+    "Env",
+    "GameState",
+    "available",
+    "check_env",
+    "from_pgx",
+    "make",
+    "play_moves",
+    "register",
+]

@@ -65,6 +65,7 @@ class ConnectFour(Env):
     name = "connect_four"
     num_actions = COLS
     observation_shape = (ROWS, COLS, 2)
+    max_game_length = ROWS * COLS
 
     def _init(self) -> State:
         return State(

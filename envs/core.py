@@ -53,6 +53,8 @@ class Env(abc.ABC):
     num_actions: ClassVar[int]
     observation_shape: ClassVar[tuple[int, ...]]
     num_players: ClassVar[int] = 2
+    # Longest possible game in steps (0 = unbounded); self-play truncates games longer than this.
+    max_game_length: ClassVar[int] = 0
 
     # ---- the public, shared API -------------------------------------------------------------
 
@@ -152,10 +154,7 @@ def play_moves(env: Env, actions) -> GameState:
     for index, action in enumerate(actions):
         action = int(action)
         if bool(state.terminated | state.truncated):
-            raise ValueError(
-                f"move {index} ({env.action_to_str(action) if 0 <= action < env.num_actions else action}"
-                f", action id {action}) comes after the game ended"
-            )
+            raise ValueError(f"move {index} (action id {action}) comes after the game ended")
         legal = np.flatnonzero(np.asarray(state.legal_action_mask)).tolist()
         if action not in legal:
             raise ValueError(

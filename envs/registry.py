@@ -29,14 +29,38 @@ def available() -> tuple[str, ...]:
     return tuple(sorted(_REGISTRY))
 
 
+# Longest games of some pgx environments, for self-play's chunking (steps, passes included).
+_PGX_GAME_LENGTHS = {"tic_tac_toe": 9, "connect_four": 42, "othello": 130}
+
+
+def _make_pgx(pgx_id: str) -> Env:
+    from envs.pgx_adapter import from_pgx
+
+    try:
+        import pgx
+    except ImportError:
+        raise ValueError(f"'pgx:{pgx_id}' needs the pgx package (pip install pgx)") from None
+    if pgx_id not in pgx.available_envs():
+        raise ValueError(f"unknown pgx game {pgx_id!r}; pgx has: "
+                         f"{', '.join(pgx.available_envs())}")
+    return from_pgx(pgx.make(pgx_id), max_game_length=_PGX_GAME_LENGTHS.get(pgx_id, 0))
+
+
 def make(game_id: str) -> Env:
     """The game registered as `game_id` (one shared instance per id, so jit caches are shared).
+
+    `pgx:<id>` wraps pgx's game `<id>` with `envs.from_pgx` (needs the pgx package).
 
     Raises:
       ValueError: for an unknown id, listing the available games.
     """
+    if game_id.startswith("pgx:"):
+        if game_id not in _INSTANCES:
+            _INSTANCES[game_id] = _make_pgx(game_id[4:])
+        return _INSTANCES[game_id]
     if game_id not in _REGISTRY:
-        raise ValueError(f"unknown game {game_id!r}; available games: {', '.join(available())}")
+        raise ValueError(f"unknown game {game_id!r}; available games: {', '.join(available())}"
+                         " (and any pgx game as pgx:<id>)")
     if game_id not in _INSTANCES:
         _INSTANCES[game_id] = _REGISTRY[game_id]()
     return _INSTANCES[game_id]

@@ -56,6 +56,7 @@ class TicTacToe(Env):
     name = "tic_tac_toe"
     num_actions = 9
     observation_shape = (3, 3, 2)
+    max_game_length = 9
 
     def _init(self) -> State:
         return State(

@@ -17,8 +17,15 @@ jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
 
 def tiny_config(**sections):
     """A tiny tic-tac-toe experiment for fast tests; `sections` replace whole sub-configs."""
-    from azjax.config import (EvalConfig, ExperimentConfig, NetworkConfig, ReplayConfig,
-                              SearchConfig, SelfPlayConfig, TrainConfig)
+    from azjax.config import (
+        EvalConfig,
+        ExperimentConfig,
+        NetworkConfig,
+        ReplayConfig,
+        SearchConfig,
+        SelfPlayConfig,
+        TrainConfig,
+    )
 
     defaults = dict(
         game="tic_tac_toe",

@@ -30,7 +30,7 @@ def _batch(env, move_lists):
     return jax.tree.map(lambda *xs: jnp.stack(xs), *states)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _search(env, algorithm, simulations):
     config = SearchConfig(algorithm=algorithm, num_simulations=simulations,
                           max_num_considered_actions=env.num_actions,

@@ -1,0 +1,195 @@
+"""The training loop end to end: resume == no stop, traced once, SIGKILL-safe, clear errors."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+import yaml
+from conftest import REPO_ROOT, tiny_config
+
+from azjax.checkpoint import CheckpointError
+from azjax.config import BudgetConfig, CheckpointConfig, ConfigError, config_to_dict
+from azjax.run import TrainingError, train
+from azjax.train import Learner
+
+CONFIG = tiny_config(checkpoint=CheckpointConfig(every_iterations=2, keep=2))
+
+
+def _with_budget(config, iterations):
+    return dataclasses.replace(config, budget=BudgetConfig(max_iterations=iterations))
+
+
+def _params(run_dir, iteration):
+    from azjax.checkpoint import load_model
+
+    return load_model(Path(run_dir) / "snapshots" / str(iteration))[0]
+
+
+def _tree_digest(path: Path) -> str:
+    digest = hashlib.sha256()
+    for file in sorted(p for p in path.rglob("*") if p.is_file()):
+        digest.update(str(file.relative_to(path)).encode())
+        digest.update(file.read_bytes())
+    return digest.hexdigest()
+
+
+@pytest.fixture(scope="module")
+def straight_run(tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("straight")
+    result = train(_with_budget(CONFIG, 4), run_dir, show_progress=False)
+    return run_dir, result
+
+
+def test_run_dir_has_metrics_curves_snapshots_and_tensorboard(straight_run):
+    run_dir, result = straight_run
+    assert result.iterations == 4
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert records[0]["event"] == "start" and records[-1]["event"] == "end"
+    iterations = [r["iteration"] for r in records if "loss" in r]
+    assert iterations == [1, 2, 3, 4]
+    walls = [r["wall_s"] for r in records if "loss" in r]
+    assert walls == sorted(walls) and walls[0] > 0
+    assert "eval/vs_random/score" in records[2] and "eval/oracle/search_error" in records[2]
+    assert sorted(p.name for p in (run_dir / "snapshots").iterdir()) == ["2", "4"]
+    assert (run_dir / "curves.png").stat().st_size > 10_000
+    assert any((run_dir / "tensorboard").iterdir())
+    assert yaml.safe_load((run_dir / "config.yaml").read_text()) == config_to_dict(
+        _with_budget(CONFIG, 4))
+
+
+def test_resume_ends_with_the_same_parameters_as_no_stop(straight_run, tmp_path):
+    run_dir, _ = straight_run
+    train(_with_budget(CONFIG, 2), tmp_path, show_progress=False)
+    result = train(_with_budget(CONFIG, 4), tmp_path, show_progress=False)  # budget may change
+    assert result.iterations == 4
+    for a, b in zip(jax.tree.leaves(_params(run_dir, 4)), jax.tree.leaves(_params(tmp_path, 4)),
+                    strict=True):
+        np.testing.assert_array_equal(a, b)
+    events = [json.loads(line).get("event") for line in
+              (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert events.count("resume") == 1
+
+
+def test_each_compiled_function_traces_once():
+    env_learner = Learner(__import__("envs").make(CONFIG.game), CONFIG)
+    run = env_learner.init_state(jax.random.PRNGKey(0))
+    for i in range(3):  # chex.assert_max_traces(n=1) inside Learner raises on a retrace
+        run, _ = env_learner.iteration(run, jax.random.PRNGKey(i))
+    assert env_learner.selfplay_step._cache_size() == 1
+    assert env_learner.update_step._cache_size() == 1
+
+
+def test_a_changed_config_or_another_game_is_refused_without_touching_the_run(straight_run):
+    run_dir, _ = straight_run
+    before = _tree_digest(run_dir)
+    changed = dataclasses.replace(_with_budget(CONFIG, 6),
+                                  search=dataclasses.replace(CONFIG.search, num_simulations=8))
+    with pytest.raises(ConfigError, match=r"search.num_simulations: saved 4, requested 8"):
+        train(changed, run_dir, show_progress=False)
+    other_game = dataclasses.replace(_with_budget(CONFIG, 6), game="connect_four")
+    with pytest.raises(CheckpointError, match="holds a tic_tac_toe run"):
+        train(other_game, run_dir, show_progress=False)
+    assert _tree_digest(run_dir) == before
+
+
+def test_a_nan_loss_stops_with_a_clear_error_and_keeps_the_last_checkpoint(tmp_path,
+                                                                           monkeypatch):
+    real_iteration = Learner.iteration
+
+    def poisoned(self, run, key):
+        run, metrics = real_iteration(self, run, key)
+        if int(run.iteration) == 3:
+            metrics["loss"] = float("nan")
+        return run, metrics
+
+    monkeypatch.setattr(Learner, "iteration", poisoned)
+    with pytest.raises(TrainingError, match="loss is nan at iteration 3.*iteration 2"):
+        train(_with_budget(CONFIG, 6), tmp_path, show_progress=False)
+    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["2"]
+
+
+# ---- through the CLI, in subprocesses -----------------------------------------------------------
+
+
+def _cli(*args, timeout=240):
+    env = dict(os.environ, JAX_COMPILATION_CACHE_DIR=str(REPO_ROOT / ".jax_cache"),
+               PYTHONUNBUFFERED="1")
+    return subprocess.run([sys.executable, "-m", "azjax.cli", *args], capture_output=True,
+                          text=True, timeout=timeout, env=env, stdin=subprocess.DEVNULL)
+
+
+def _write_config(path: Path, config) -> Path:
+    path.write_text(yaml.safe_dump(config_to_dict(config)))
+    return path
+
+
+@pytest.mark.parametrize(("override", "message"), [
+    ("search.num_simulationz=3", "unknown config key 'search.num_simulationz'"),
+    ("search.num_simulations=lots", "search.num_simulations: expected an integer"),
+])
+def test_cli_rejects_bad_config_in_one_line(tmp_path, override, message):
+    config = _write_config(tmp_path / "tiny.yaml", CONFIG)
+    out = _cli("train", str(config), "--run-dir", str(tmp_path / "run"), "--set", override)
+    assert out.returncode == 2
+    assert out.stderr.strip().splitlines() == [f"error: {out.stderr.strip()[7:]}"]
+    assert message in out.stderr and "Traceback" not in out.stderr
+    assert not (tmp_path / "run").exists()
+
+
+def test_cli_reports_a_corrupt_checkpoint_and_changes_nothing(straight_run, tmp_path):
+    run_dir, _ = straight_run
+    copy = tmp_path / "run"
+    subprocess.run(["cp", "-r", str(run_dir), str(copy)], check=True)
+    latest = max((p for p in (copy / "checkpoints").iterdir() if p.name.isdigit()),
+                 key=lambda p: int(p.name))
+    for file in (latest / "state").rglob("*"):
+        if file.is_file():
+            file.write_bytes(b"garbage")
+    before = _tree_digest(copy)
+    config = _write_config(tmp_path / "tiny.yaml", _with_budget(CONFIG, 6))
+    out = _cli("train", str(config), "--run-dir", str(copy))
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.startswith("error: checkpoint") and "corrupt" in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
+    assert _tree_digest(copy) == before
+
+
+def test_sigkill_then_the_same_command_resumes(tmp_path):
+    config = _with_budget(dataclasses.replace(
+        CONFIG, checkpoint=CheckpointConfig(every_iterations=1, keep=2)), 40)
+    path = _write_config(tmp_path / "tiny.yaml", config)
+    run_dir = tmp_path / "run"
+    command = [sys.executable, "-m", "azjax.cli", "train", str(path), "--run-dir", str(run_dir),
+               "--no-progress"]
+    env = dict(os.environ, JAX_COMPILATION_CACHE_DIR=str(REPO_ROOT / ".jax_cache"))
+    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+    checkpoints = run_dir / "checkpoints"
+    deadline = time.time() + 180
+    while time.time() < deadline:  # kill mid-run, once a few checkpoints exist
+        done = [p for p in checkpoints.glob("*") if p.name.isdigit()]
+        if len(done) >= 2 and max(int(p.name) for p in done) >= 3:
+            break
+        time.sleep(0.05)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    killed_at = max(int(p.name) for p in checkpoints.iterdir() if p.name.isdigit())
+    out = subprocess.run(command, env=env, capture_output=True, text=True, timeout=240,
+                         stdin=subprocess.DEVNULL)
+    assert out.returncode == 0, out.stderr
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    resume = [r for r in records if r.get("event") == "resume"]
+    assert len(resume) == 1 and resume[0]["iteration"] == killed_at
+    iterations = [r["iteration"] for r in records if "loss" in r]
+    assert iterations == list(range(1, 41))  # each iteration logged once, none lost
