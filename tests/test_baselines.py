@@ -20,6 +20,7 @@ TTT = envs.make("tic_tac_toe")
 ENVS = {"tic_tac_toe": TTT, "connect_four": C4}
 SIMS = 200  # our MCTS's one compiled size here: hand-built positions and the OpenSpiel match
 BATCH = 70  # its one batch size: 50 games at equal settings + 20 against a weak OpenSpiel
+NUM_RANDOM_POSITIONS = 300  # the greedy player's one compiled batch size
 
 
 @pytest.fixture(scope="module")
@@ -101,7 +102,7 @@ def test_greedy_and_random_follow_the_one_ply_reference(game_id):
     """On random positions, judged with OpenSpiel's rules: greedy wins at once when it can,
     else plays a move after which the opponent cannot win at once, when there is one."""
     env, game = ENVS[game_id], pyspiel.load_game(game_id)
-    positions = _random_positions(game_id, 300, seed=7)
+    positions = _random_positions(game_id, NUM_RANDOM_POSITIONS, seed=7)
     states = _batch([envs.play_moves(env, moves) for moves in positions])
     greedy = np.asarray(jax.jit(greedy_player(env))(jax.random.PRNGKey(0), states))
     random = np.asarray(jax.jit(random_player(env))(jax.random.PRNGKey(0), states))
@@ -139,9 +140,10 @@ C4_HAND = {
 
 @pytest.mark.parametrize(("env", "hand"), [(TTT, TTT_HAND), (C4, C4_HAND)])
 def test_greedy_wins_and_blocks_for_both_players(env, hand):
-    states = _batch([envs.play_moves(env, moves) for moves in hand], 8 * len(hand))
+    # 300 games: the batch size compiled for the test above.
+    states = _batch([envs.play_moves(env, moves) for moves in hand], NUM_RANDOM_POSITIONS)
     actions = np.asarray(jax.jit(greedy_player(env))(jax.random.PRNGKey(0), states))
-    np.testing.assert_array_equal(actions, np.tile(list(hand.values()), 8))
+    np.testing.assert_array_equal(actions, np.resize(list(hand.values()), NUM_RANDOM_POSITIONS))
 
 
 # ---- MCTS -----------------------------------------------------------------------------------

@@ -115,11 +115,11 @@ def test_run_arena_inside_jit_with_traced_state():
 
 
 def test_random_vs_random_is_even():
-    for env, games in ((TTT, 400), (C4, 200)):
-        player = random_player(env)
-        result = play_arena(env, player, player, key=jax.random.PRNGKey(3), num_games=games)
-        assert 0.42 <= result.score <= 0.58, (env.name, str(result))
-        assert (result.illegal_moves_a, result.illegal_moves_b) == (0, 0)
+    # X wins ~58% of random tic-tac-toe games, O ~29%: colours balanced, the score is ~0.5.
+    player = random_player(TTT)
+    result = play_arena(TTT, player, player, key=jax.random.PRNGKey(3), num_games=400)
+    assert 0.43 <= result.score <= 0.57, str(result)  # sd ~0.023
+    assert (result.illegal_moves_a, result.illegal_moves_b) == (0, 0)
 
 
 def test_greedy_beats_random_on_connect_four():

@@ -118,8 +118,6 @@ def test_perfect_tic_tac_toe_player():
     positions = load_oracle("tic_tac_toe")["positions"]
     perfect = oracle_player(positions)
     assert score_player(perfect, positions, key=jax.random.PRNGKey(0), batch_size=565) == 0.0
-    greedy = score_player(greedy_player(TTT), positions, key=jax.random.PRNGKey(0), batch_size=565)
-    assert 0.0 < greedy < 0.2  # one ply is not perfect play
 
 
 def test_a_directory_holding_the_game_folder_works(tmp_path):
