@@ -209,28 +209,19 @@ def _uct_search(
         s = node_state(tree, node)
         return s.legal_action_mask & (tree["children"][node] < 0) & ~_done(s)
 
-    def expand_and_rollout(seed, s, action):
-        """Plays `action` from the live `s`, then uniformly random moves to the end.
-
-        One loop for both, so the env's step is compiled once per search. Returns (the child
-        state, the rewards per player id float32 [2] after the child). From a finished `s`
-        nothing is played: (s, 0).
-        """
+    def rollout(seed: jax.Array, s: GameState) -> jax.Array:
+        """float32 [2]: the rewards per player id from `s` to the end of a random game."""
 
         def cond(carry):
             return ~_done(carry[1])
 
         def body(carry):
-            t, s, total, child = carry
-            first = t == 0
-            move = jnp.where(first, action, _hash_choice(seed, t, s.legal_action_mask))
-            s = env.step(s, move)
-            total = total + jnp.where(first, 0.0, s.rewards)
-            return t + 1, s, total, tree_select(first, s, child)
+            t, s, total = carry
+            s = env.step(s, _hash_choice(seed, t, s.legal_action_mask))
+            return t + 1, s, total + s.rewards
 
-        init = (jnp.int32(0), s, jnp.zeros(2, jnp.float32), s)
-        _, _, total, child = jax.lax.while_loop(cond, body, init)
-        return child, total
+        init = (jnp.int32(1), s, jnp.zeros(2, jnp.float32))  # counter 0 is the expansion's
+        return jax.lax.while_loop(cond, body, init)[2]
 
     def simulate(i, tree):
         sim_seed = _hash(seed, i)
@@ -248,8 +239,7 @@ def _uct_search(
         s = node_state(tree, node)
         expand = ~_done(s)
         action = _hash_choice(sim_seed, jnp.int32(0), unexpanded(tree, node))
-        # Evaluation: one random rollout (nothing to play from a terminal node).
-        child_state, future = expand_and_rollout(sim_seed, s, action)
+        child_state = env.step(s, action)
         new = tree["size"]  # <= simulation index + 1 <= N: always in range
         tree = dict(
             states=jax.tree.map(lambda xs, x: xs.at[new].set(x), tree["states"], child_state),
@@ -262,6 +252,9 @@ def _uct_search(
             size=tree["size"] + expand.astype(jnp.int32),
         )
         leaf = jnp.where(expand, new, node)
+
+        # Evaluation: one random rollout (nothing to play from a terminal node).
+        future = rollout(sim_seed, tree_select(expand, child_state, s))
 
         # Backup: walk the parents to the root, adding each node's own step reward.
         def backup_cond(carry):
