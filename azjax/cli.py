@@ -35,6 +35,26 @@ def main(
                                           help="Print the version and exit.")] = False,
 ) -> None:
     """AlphaZero in JAX."""
+    import logging
+    import os
+
+    # orbax logs routine notices through absl as warnings; the CLI prints its own lines.
+    logging.getLogger("absl").setLevel(logging.ERROR)
+    _enable_compilation_cache(os.environ.get("AZJAX_COMPILATION_CACHE", str(_DEFAULT_CACHE)))
+
+
+_DEFAULT_CACHE = Path.home() / ".cache" / "azjax" / "jax"
+
+
+def _enable_compilation_cache(directory: str) -> None:
+    """JAX's persistent compilation cache: a second run skips most compile time.
+    AZJAX_COMPILATION_CACHE="" turns it off."""
+    if not directory:
+        return
+    import jax
+
+    jax.config.update("jax_compilation_cache_dir", directory)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
 
 
 def _fail(error: Exception) -> None:

@@ -22,7 +22,7 @@ from azjax.oracle import OracleSet, load_oracle
 from azjax.search import make_search, masked_logits
 from envs.core import Env
 
-__all__ = ["Evaluator", "evaluate_agent", "make_opponent", "is_perfect"]
+__all__ = ["Evaluator", "evaluate_agent", "is_perfect", "make_opponent", "oracle_errors"]
 
 PERFECT_RAW_ERROR = 0.01  # the bar: search 0% errors, raw network <= 1%, no arena losses
 
@@ -66,12 +66,12 @@ def search_player(search_fn, params, num_simulations: int):
     return act
 
 
-def oracle_error(player, key, states, preserving: jax.Array) -> jax.Array:
-    """float32 []: share of the positions `states` [P] where `player`'s move is outside the
-    value-preserving set `preserving` bool [P, A]."""
+def oracle_errors(player, key, states, preserving: jax.Array) -> jax.Array:
+    """int32 []: how many of the positions `states` [P] get a move from `player` outside the
+    value-preserving set `preserving` bool [P, A]. (A count, not a float mean: 0 must be 0.)"""
     actions = player(key, states)
     ok = jnp.take_along_axis(preserving, actions[:, None], axis=1)[:, 0]
-    return 1.0 - jnp.mean(ok.astype(jnp.float32))
+    return jnp.sum(~ok, dtype=jnp.int32)
 
 
 def is_perfect(metrics: dict[str, Any], opponents: tuple[str, ...]) -> bool:
@@ -97,23 +97,30 @@ class Evaluator:
 
     def __init__(self, env: Env, config: ExperimentConfig, learner, *, params_example=None):
         self.env, self.config = env, config
-        cfg = config.eval
-        self.num_simulations = cfg.num_simulations or config.search.num_simulations
-        self.oracle_sets: dict[str, OracleSet] = {}
-        if cfg.oracle:
-            directory = cfg.oracle_dir or None
-            if env.name == "tic_tac_toe" or directory:
-                self.oracle_sets = load_oracle(env, directory)
-        self.opponents = {name: make_opponent(env, name) for name in cfg.opponents}
+        self.num_simulations = config.eval.num_simulations or config.search.num_simulations
+        self.opponents = {name: make_opponent(env, name) for name in config.eval.opponents}
         self.apply_fn = learner.apply_fn
         self.search_fn = make_search(env, learner.apply_fn, config.search)
         self._evaluations = 0
         self._compiled: dict[str, Any] = {}
         self._pending = None
-        if params_example is not None:
-            self._pending = _compile_in_background(
-                {"oracle": jax.jit(self._oracle_impl), "arena": jax.jit(self._arena_impl)},
-                params_example)
+        self.oracle_sets: dict[str, OracleSet] = {}
+        if params_example is None:
+            self.oracle_sets = self._load_oracle_sets()
+        else:  # load the oracle and compile in the background while training starts
+            def prepare():
+                self.oracle_sets = self._load_oracle_sets()
+                key = jax.random.PRNGKey(0)
+                return {name: jax.jit(getattr(self, f"_{name}_impl")).lower(
+                    params_example, key).compile() for name in ("oracle", "arena")}
+
+            self._pending = _in_background(prepare)
+
+    def _load_oracle_sets(self) -> dict[str, OracleSet]:
+        cfg = self.config.eval
+        if cfg.oracle and (self.env.name == "tic_tac_toe" or cfg.oracle_dir):
+            return load_oracle(self.env, cfg.oracle_dir or None)
+        return {}
 
     def _oracle_impl(self, params, key):
         raw = network_player(self.env, self.apply_fn, params)
@@ -121,33 +128,48 @@ class Evaluator:
         out = {}
         for i, (name, oracle) in enumerate(self.oracle_sets.items()):
             k = jax.random.fold_in(key, i)
-            out[f"{name}/raw"] = oracle_error(raw, k, oracle.states, oracle.preserving)
-            out[f"{name}/search"] = oracle_error(search, k, oracle.states, oracle.preserving)
+            out[f"{name}/raw"] = oracle_errors(raw, k, oracle.states, oracle.preserving)
+            out[f"{name}/search"] = oracle_errors(search, k, oracle.states, oracle.preserving)
         return out
 
     def _arena_impl(self, params, key):
+        """All opponents in one lockstep arena (one copy of the search in the program): game
+        i faces opponent i % K, so each opponent meets both colours equally."""
+        if not self.opponents:
+            return {}
         search = search_player(self.search_fn, params, self.num_simulations)
-        return {name: run_arena(jax.random.fold_in(key, j), env=self.env, player_a=search,
-                                player_b=opponent, num_games=self.config.eval.arena_games,
-                                max_steps=self.env.max_game_length or 10_000)
-                for j, (name, opponent) in enumerate(self.opponents.items())}
+        players = list(self.opponents.values())
+        count = len(players)
+        games = self.config.eval.arena_games * count
+
+        def opponent(k, states):
+            which = jnp.arange(games) % count
+            moves = [p(jax.random.fold_in(k, j), states) for j, p in enumerate(players)]
+            return jnp.select([which == j for j in range(count)], moves).astype(jnp.int32)
+
+        returns, illegal_a, illegal_b = run_arena(
+            key, env=self.env, player_a=search, player_b=opponent, num_games=games,
+            max_steps=self.env.max_game_length or 10_000)
+        return {name: (returns[j::count], illegal_a, illegal_b)
+                for j, name in enumerate(self.opponents)}
 
     def _call(self, name: str, params, key):
-        if self._pending is not None:
-            self._compiled = self._pending.result()
-            self._pending = None
-        fn = self._compiled.get(name) or jax.jit(getattr(self, f"_{name}_impl"))
-        self._compiled.setdefault(name, fn)
-        return jax.device_get(fn(params, key))
+        if name not in self._compiled:
+            self._compiled[name] = jax.jit(getattr(self, f"_{name}_impl"))
+        return jax.device_get(self._compiled[name](params, key))
 
     def evaluate(self, params, key) -> dict[str, Any]:
         """Flat dict of `eval/...` metrics (oracle errors in percent), plus `eval/perfect`."""
+        if self._pending is not None:  # the background set-up must be done
+            self._compiled = self._pending.result()
+            self._pending = None
         k_oracle, k_arena = jax.random.split(key)
         metrics: dict[str, Any] = {}
         if self.oracle_sets:
             raw = self._call("oracle", params, k_oracle)
-            raw_errors = [100 * float(raw[f"{name}/raw"]) for name in self.oracle_sets]
-            search_errors = [100 * float(raw[f"{name}/search"]) for name in self.oracle_sets]
+            sizes = {name: len(oracle.moves) for name, oracle in self.oracle_sets.items()}
+            raw_errors = [100 * int(raw[f"{name}/raw"]) / sizes[name] for name in sizes]
+            search_errors = [100 * int(raw[f"{name}/search"]) / sizes[name] for name in sizes]
             if len(self.oracle_sets) > 1:
                 for name, r, s in zip(self.oracle_sets, raw_errors, search_errors, strict=True):
                     metrics[f"eval/oracle/set/{name}/raw"] = r
@@ -183,18 +205,12 @@ class Evaluator:
         return " | ".join(parts)
 
 
-def _compile_in_background(functions: dict[str, Any], params_example):
-    """Starts compiling jitted `fn(params, key)` functions in a thread; returns a future of
-    {name: compiled}."""
+def _in_background(work):
+    """Runs `work()` in a thread; returns its future."""
     from concurrent.futures import ThreadPoolExecutor
 
-    key = jax.random.PRNGKey(0)
-
-    def compile_all():
-        return {name: fn.lower(params_example, key).compile() for name, fn in functions.items()}
-
     executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="azjax-eval-compile")
-    future = executor.submit(compile_all)
+    future = executor.submit(work)
     executor.shutdown(wait=False)
     return future
 
@@ -218,14 +234,14 @@ def evaluate_agent(spec: str, *, against: list[str], oracle: str | None, games: 
         if directory is not None and not Path(directory).is_dir():
             raise FileNotFoundError(f"oracle directory not found: {directory}")
         sets = load_oracle(env, directory)
-        raw_fn = jax.jit(lambda p, k, s, m: oracle_error(
+        raw_fn = jax.jit(lambda p, k, s, m: oracle_errors(
             network_player(env, agent.apply_fn, p), k, s, m))
-        search_fn = jax.jit(lambda p, k, s, m: oracle_error(
+        search_fn = jax.jit(lambda p, k, s, m: oracle_errors(
             search_player(agent._search_fn, p, sims), k, s, m))
         for name, oracle_set in sets.items():
             args = (params, key, oracle_set.states, oracle_set.preserving)
-            raw_error = 100 * float(raw_fn(*args))
-            search_error = 100 * float(search_fn(*args))
+            raw_error = 100 * int(raw_fn(*args)) / len(oracle_set.moves)
+            search_error = 100 * int(search_fn(*args)) / len(oracle_set.moves)
             lines.append(f"oracle {name:>18}: raw network {raw_error:6.2f}% errors, "
                          f"search {search_error:6.2f}% errors ({len(oracle_set.preserving)} "
                          "positions)")

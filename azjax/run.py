@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import yaml
 from tqdm.auto import tqdm
@@ -90,6 +91,24 @@ def open_run(run_dir: Path, requested: ExperimentConfig):
     return dataclasses.replace(saved, budget=requested.budget), {**meta, "iteration": latest}
 
 
+class _BackgroundPlotter:
+    """Redraws curves.png in a worker thread (matplotlib is slow next to an iteration);
+    a request made while a drawing is still running is skipped."""
+
+    def __init__(self):
+        from concurrent.futures import ThreadPoolExecutor
+
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="azjax-plot")
+        self._future = None
+
+    def submit(self, run_dir: Path) -> None:
+        if self._future is None or self._future.done():
+            self._future = self._pool.submit(plot_curves, run_dir)
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+
+
 def _budget_left(config: ExperimentConfig, iteration: int, wall_s: float) -> bool:
     budget = config.budget
     if budget.max_iterations and iteration >= budget.max_iterations:
@@ -125,6 +144,7 @@ def train(config: ExperimentConfig, run_dir: str | Path, *, show_progress: bool 
     logger = MetricsLogger(run_dir, resume_iteration=iteration if resume else None)
     evaluator = (evaluator_factory or Evaluator)(env, config, learner,
                                                  params_example=state.train.params)
+    learner.compile(state)
     positions_per_iteration = int(np.prod(state.selfplay.previous.player.shape))
 
     def wall_s() -> float:
@@ -139,9 +159,13 @@ def train(config: ExperimentConfig, run_dir: str | Path, *, show_progress: bool 
     logger.log({"event": "resume" if resume else "start", "iteration": iteration,
                 "wall_s": wall_s(), "devices": jax.device_count(),
                 "platform": jax.devices()[0].platform})
+    # The untrained network is scored at the first evaluation (once the evaluator has
+    # compiled in the background), for comparison; the state itself is donated, hence a copy.
+    untrained = jax.tree.map(jnp.copy, state.train.params) if resume is None else None
     total = config.budget.max_iterations or None
     bar = tqdm(total=total, initial=iteration, disable=not show_progress, unit="it",
                desc=f"train {config.game}", dynamic_ncols=True)
+    plotter = _BackgroundPlotter()
     last_record: dict[str, Any] = {}
     perfect = False
     try:
@@ -165,6 +189,15 @@ def train(config: ExperimentConfig, run_dir: str | Path, *, show_progress: bool 
                       **{k: float(v) for k, v in metrics.items()}}
             if iteration % config.eval.every_iterations == 0 or not _budget_left(
                     config, iteration, wall_s()):
+                if untrained is not None:
+                    baseline = evaluator.evaluate(untrained, jax.random.fold_in(eval_key, 0))
+                    baseline = {k.replace("eval/", "untrained/", 1): v
+                                for k, v in baseline.items()}
+                    logger.log({"iteration": 0, "wall_s": wall_s(), **baseline})
+                    bar.write(evaluator.summary_line(0, {
+                        "wall_s": wall_s(), **{k.replace("untrained/", "eval/", 1): v
+                                               for k, v in baseline.items()}}) + " (untrained)")
+                    untrained = None
                 eval_metrics = evaluator.evaluate(state.train.params,
                                                   jax.random.fold_in(eval_key, iteration))
                 record.update(eval_metrics)
@@ -180,7 +213,7 @@ def train(config: ExperimentConfig, run_dir: str | Path, *, show_progress: bool 
             logger.log(record)
             last_record = record
             if iteration % config.eval.every_iterations == 0:
-                plot_curves(run_dir)
+                plotter.submit(run_dir)
             if iteration % config.checkpoint.every_iterations == 0:
                 save(state)
             bar.set_postfix(pos_s=f"{record['positions_per_s']:.0f}",
@@ -189,8 +222,9 @@ def train(config: ExperimentConfig, run_dir: str | Path, *, show_progress: bool 
             bar.update(1)
         if checkpointer.latest_iteration() != iteration:
             save(state)
-        plot_curves(run_dir)
     finally:
+        plotter.close()
+        plot_curves(run_dir)
         bar.close()
         logger.close()
         checkpointer.close()

@@ -82,6 +82,12 @@ def _augment(env: Env, key: chex.PRNGKey, batch: Positions) -> Positions:
     return batch.replace(observation=pick(obs), policy=pick(policy))
 
 
+@jax.jit
+def _mean_of_dicts(dicts: list[dict[str, jax.Array]]) -> dict[str, jax.Array]:
+    """Element-wise mean of a list of metric dicts, in one compiled call."""
+    return jax.tree.map(lambda *xs: jnp.mean(jnp.stack(xs)), *dicts)
+
+
 class Learner:
     """The compiled pieces of one experiment: self-play, replay, update step.
 
@@ -95,16 +101,22 @@ class Learner:
         self.search_fn = make_search(env, self.apply_fn, config.search)
         self.optimizer = make_optimizer(config.train)
         self._selfplay = make_selfplay(env, self.search_fn, config.selfplay)
-        # Each compiles once per Learner; a retrace (a shape or dtype drifting between calls)
-        # fails loudly instead of silently recompiling every iteration.
-        self.selfplay_step = jax.jit(
-            chex.assert_max_traces(self._selfplay_and_add, n=1), donate_argnums=(0,)
-        )
-        self.update_step = jax.jit(chex.assert_max_traces(self._update, n=1), donate_argnums=(0,))
+        self._replay_ready = False
+        # `compile()` swaps these for ahead-of-time executables: after that, an input whose
+        # shape or dtype drifts fails loudly instead of silently recompiling every iteration.
+        self.selfplay_step = jax.jit(self._selfplay_and_add, donate_argnums=(0,))
+        self.update_step = jax.jit(self._update, donate_argnums=(0,))
 
     # ---- state -----------------------------------------------------------------------------
 
     def init_state(self, key: chex.PRNGKey) -> RunState:
+        """A fresh run: new network, B new games, an empty buffer (one compiled call)."""
+        run = jax.jit(self._init_state)(key)
+        # One buffer per leaf: the state is donated to the jitted step, and an env's init may
+        # hand back the same array in two fields.
+        return jax.tree.map(lambda x: jnp.array(x, copy=True), run)
+
+    def _init_state(self, key: chex.PRNGKey) -> RunState:
         k_net, k_play = jax.random.split(key)
         env, cfg = self.env, self.config
         params = init_network(cfg.network, env.num_actions, env.observation_shape, k_net)["params"]
@@ -114,16 +126,13 @@ class Learner:
             value=jnp.zeros((), jnp.float32),
             value_mask=jnp.zeros((), jnp.bool_),
         )
-        run = RunState(
+        return RunState(
             iteration=jnp.zeros((), jnp.int32),
             train=TrainState(step=jnp.zeros((), jnp.int32), params=params,
                              opt_state=self.optimizer.init(params)),
             selfplay=init_selfplay(env, cfg.selfplay, k_play),
             replay=replay_lib.init(example, cfg.replay.capacity),
         )
-        # One buffer per leaf: the state is donated to the jitted step, and an env's init may
-        # hand back the same array in two fields.
-        return jax.tree.map(lambda x: jnp.array(x, copy=True), run)
 
     # ---- compiled pieces ------------------------------------------------------------------
 
@@ -155,6 +164,19 @@ class Learner:
         metrics = dict(metrics, loss=loss, **{"train/grad_norm": optax.global_norm(grads)})
         return TrainState(step=train.step + 1, params=params, opt_state=opt_state), metrics
 
+    def compile(self, run: RunState) -> None:
+        """Compiles the self-play and update steps ahead of time, the update step in a second
+        thread (XLA compiles without the GIL, so the two overlap on two cores)."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        key = jax.random.PRNGKey(0)
+        window = replay_lib.window_size(self.config.replay, run.iteration)
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            update = pool.submit(
+                lambda: self.update_step.lower(run.train, run.replay, key, window).compile())
+            self.selfplay_step = self.selfplay_step.lower(run, key).compile()
+            self.update_step = update.result()
+
     # ---- one iteration (host loop over compiled calls) -------------------------------------
 
     def iteration(self, run: RunState, key: chex.PRNGKey) -> tuple[RunState, dict[str, Any]]:
@@ -165,12 +187,12 @@ class Learner:
         run, metrics = self.selfplay_step(run, k_play)
         train = run.train
         update_metrics = []
-        if int(run.replay.size) >= max(cfg.train.min_replay_size, 1):
+        if self._replay_ready or int(run.replay.size) >= max(cfg.train.min_replay_size, 1):
+            self._replay_ready = True  # the buffer only grows: stop asking (a device sync)
             for k in jax.random.split(k_train, cfg.train.updates_per_iteration):
                 train, step_metrics = self.update_step(train, run.replay, k, window)
                 update_metrics.append(step_metrics)
         run = run.replace(train=train)
         if update_metrics:
-            stacked = jax.tree.map(lambda *xs: jnp.stack(xs).mean(), *update_metrics)
-            metrics.update(stacked)
+            metrics.update(_mean_of_dicts(update_metrics))
         return run, jax.device_get(metrics)

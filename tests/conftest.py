@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import jax
+import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 ORACLES = Path(os.environ.get("AZJAX_ORACLES", REPO_ROOT.parent / "shared" / "oracles"))
@@ -39,3 +40,24 @@ def tiny_config(**sections):
     )
     defaults.update(sections)
     return ExperimentConfig(**defaults)
+
+
+def _tiny_run_config():
+    import dataclasses
+
+    from azjax.config import BudgetConfig, CheckpointConfig
+
+    return dataclasses.replace(tiny_config(checkpoint=CheckpointConfig(every_iterations=2, keep=2)),
+                               budget=BudgetConfig(max_iterations=4))
+
+
+TINY_RUN_CONFIG = _tiny_run_config()
+
+
+@pytest.fixture(scope="session")
+def tiny_run(tmp_path_factory):
+    """A 4-iteration tiny tic-tac-toe run (snapshots at 2 and 4): (run_dir, RunResult)."""
+    from azjax.run import train
+
+    run_dir = tmp_path_factory.mktemp("tiny_run")
+    return run_dir, train(TINY_RUN_CONFIG, run_dir, show_progress=False)

@@ -12,22 +12,28 @@ import sys
 import time
 from pathlib import Path
 
+import chex
 import jax
 import numpy as np
 import pytest
 import yaml
-from conftest import REPO_ROOT, tiny_config
+from conftest import REPO_ROOT, TINY_RUN_CONFIG
 
 from azjax.checkpoint import CheckpointError
 from azjax.config import BudgetConfig, CheckpointConfig, ConfigError, config_to_dict
 from azjax.run import TrainingError, train
 from azjax.train import Learner
 
-CONFIG = tiny_config(checkpoint=CheckpointConfig(every_iterations=2, keep=2))
+CONFIG = TINY_RUN_CONFIG
 
 
 def _with_budget(config, iterations):
     return dataclasses.replace(config, budget=BudgetConfig(max_iterations=iterations))
+
+
+@pytest.fixture(scope="module")
+def straight_run(tiny_run):
+    return tiny_run
 
 
 def _params(run_dir, iteration):
@@ -44,13 +50,6 @@ def _tree_digest(path: Path) -> str:
     return digest.hexdigest()
 
 
-@pytest.fixture(scope="module")
-def straight_run(tmp_path_factory):
-    run_dir = tmp_path_factory.mktemp("straight")
-    result = train(_with_budget(CONFIG, 4), run_dir, show_progress=False)
-    return run_dir, result
-
-
 def test_run_dir_has_metrics_curves_snapshots_and_tensorboard(straight_run):
     run_dir, result = straight_run
     assert result.iterations == 4
@@ -60,7 +59,11 @@ def test_run_dir_has_metrics_curves_snapshots_and_tensorboard(straight_run):
     assert iterations == [1, 2, 3, 4]
     walls = [r["wall_s"] for r in records if "loss" in r]
     assert walls == sorted(walls) and walls[0] > 0
-    assert "eval/vs_random/score" in records[2] and "eval/oracle/search_error" in records[2]
+    second = next(r for r in records if r["iteration"] == 2 and "loss" in r)
+    assert "eval/vs_random/score" in second and "eval/oracle/search_error" in second
+    untrained = next(r for r in records if r["iteration"] == 0 and "wall_s" in r
+                     and "untrained/oracle/raw_error" in r)
+    assert 0 <= untrained["untrained/oracle/raw_error"] <= 100
     assert sorted(p.name for p in (run_dir / "snapshots").iterdir()) == ["2", "4"]
     assert (run_dir / "curves.png").stat().st_size > 10_000
     assert any((run_dir / "tensorboard").iterdir())
@@ -82,12 +85,26 @@ def test_resume_ends_with_the_same_parameters_as_no_stop(straight_run, tmp_path)
 
 
 def test_each_compiled_function_traces_once():
-    env_learner = Learner(__import__("envs").make(CONFIG.game), CONFIG)
-    run = env_learner.init_state(jax.random.PRNGKey(0))
-    for i in range(3):  # chex.assert_max_traces(n=1) inside Learner raises on a retrace
-        run, _ = env_learner.iteration(run, jax.random.PRNGKey(i))
-    assert env_learner.selfplay_step._cache_size() == 1
-    assert env_learner.update_step._cache_size() == 1
+    learner = Learner(__import__("envs").make(CONFIG.game), CONFIG)
+    chex.clear_trace_counter()
+    learner.selfplay_step = jax.jit(chex.assert_max_traces(learner._selfplay_and_add, n=1),
+                                    donate_argnums=(0,))
+    learner.update_step = jax.jit(chex.assert_max_traces(learner._update, n=1),
+                                  donate_argnums=(0,))
+    run = learner.init_state(jax.random.PRNGKey(0))
+    for i in range(3):  # assert_max_traces raises on a second trace
+        run, _ = learner.iteration(run, jax.random.PRNGKey(i))
+    assert learner.selfplay_step._cache_size() == 1
+    assert learner.update_step._cache_size() == 1
+
+
+def test_ahead_of_time_compiled_steps_run_the_same_iteration():
+    learner = Learner(__import__("envs").make(CONFIG.game), CONFIG)
+    run = learner.init_state(jax.random.PRNGKey(0))
+    learner.compile(run)
+    assert not hasattr(learner.selfplay_step, "lower")  # now an executable, not a jit
+    run, metrics = learner.iteration(run, jax.random.PRNGKey(1))
+    assert int(run.iteration) == 1 and np.isfinite(metrics["loss"])
 
 
 def test_a_changed_config_or_another_game_is_refused_without_touching_the_run(straight_run):

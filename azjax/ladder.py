@@ -1,0 +1,421 @@
+"""An Elo ladder for a training run: its snapshots against each other and the baselines.
+
+    result = run_ladder("runs/ttt", key=jax.random.PRNGKey(0))   # writes ladder.json/.png
+    print("\\n".join(format_ladder(result)))
+
+`run_ladder` picks up to `max_snapshots` snapshots spread over the run (first and last
+included), plays each (greedy search) against its neighbours in the ladder and against each
+baseline, plays the baselines against each other, and fits Elo ratings with random = 0 by
+`fit_elo`.
+
+Every arena starts its games from paired random openings: the first `opening_plies` plies are
+uniformly random legal moves, the same in game i and game i + B/2, where the colours are
+swapped. Greedy search is deterministic, so without openings two snapshots would replay the
+same two games over and over; with them each pair of games is one fair sample (both sides play
+the same opening from both seats).
+
+Compiles: the params are traced arguments, so all snapshot-vs-snapshot games share one
+compiled arena, and each baseline one more (snapshot vs it), whatever the number of snapshots.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import envs
+from azjax.baselines import _derive_key, _hash_choice, _seeds
+from azjax.checkpoint import CheckpointError, load_model
+from azjax.evaluate import ArenaResult, run_arena
+from azjax.evaluation import make_opponent, search_player
+from azjax.metrics import read_metrics
+from azjax.network import make_network
+from azjax.search import make_search
+
+__all__ = ["LadderPlayer", "LadderResult", "fit_elo", "format_ladder", "run_ladder"]
+
+_C = math.log(10.0) / 400.0  # Elo scale: P(i beats j) = 1 / (1 + 10 ** ((r_j - r_i) / 400))
+_Z95 = 1.959963984540054
+
+
+# ---- the fit --------------------------------------------------------------------------------
+
+
+def _counts(result: Any) -> tuple[float, float, float]:
+    if hasattr(result, "wins"):
+        return float(result.wins), float(result.draws), float(result.losses)
+    wins, draws, losses = result
+    return float(wins), float(draws), float(losses)
+
+
+def fit_elo(
+    names: Iterable[str],
+    results: Mapping[tuple[str, str], Any] | Iterable[tuple[str, str, Any]],
+    *,
+    anchor: str = "random",
+    anchor_rating: float = 0.0,
+    prior_draws: float = 1.0,
+    max_iterations: int = 100,
+) -> dict[str, tuple[float, float, float]]:
+    """Maximum-likelihood Elo (Bradley-Terry on the 400 log10 scale) from pairwise results.
+
+    Args:
+      names: the players (each rated, even one without games).
+      results: ``{(a, b): r}`` or an iterable of ``(a, b, r)``, where r is an `ArenaResult` or
+        ``(wins, draws, losses)`` from a's point of view; a draw counts half a win and half a
+        loss; the same pair may appear several times, in either order (counts add up).
+      anchor: the player fixed at `anchor_rating`; the others are rated relative to it.
+      prior_draws: a weak prior that keeps every rating finite: each player other than the
+        anchor gets this many virtual draws against the anchor. Without it, a player that wins
+        (or loses) every game, or one not connected to the anchor by games, has no finite MLE.
+        It pulls ratings towards the anchor's by about as much as one more drawn game would.
+        0 disables it (then such data raise ValueError).
+
+    Returns:
+      ``{name: (rating, low95, high95)}``. The interval is rating +- 1.96 standard errors from
+      the inverse of the observed Fisher information (the log-likelihood's negative Hessian,
+      prior included) with the anchor held fixed: each interval is the uncertainty relative to
+      the anchor, whose own interval is the point. Newton's method with step halving; the
+      log-likelihood is concave, so it converges to the unique maximum.
+    """
+    names = list(names)
+    index = {name: i for i, name in enumerate(names)}
+    if len(index) != len(names):
+        raise ValueError(f"player names must be unique, got {names}")
+    if anchor not in index:
+        raise ValueError(f"the anchor {anchor!r} is not among the players {names}")
+    if prior_draws < 0:
+        raise ValueError(f"prior_draws must be >= 0, got {prior_draws}")
+    n = len(names)
+    score = np.zeros((n, n))  # score[i, j]: points of i against j (win 1, draw 1/2)
+    games = np.zeros((n, n))
+    items = results.items() if isinstance(results, Mapping) else (
+        ((a, b), r) for a, b, r in results)
+    for (a, b), result in items:
+        for name in (a, b):
+            if name not in index:
+                raise ValueError(f"result for unknown player {name!r} (players: {names})")
+        if a == b:
+            raise ValueError(f"a player cannot play itself: {a!r}")
+        wins, draws, losses = _counts(result)
+        if min(wins, draws, losses) < 0:
+            raise ValueError(f"negative counts for {a!r} vs {b!r}: {result}")
+        i, j = index[a], index[b]
+        score[i, j] += wins + draws / 2
+        score[j, i] += losses + draws / 2
+        games[i, j] += wins + draws + losses
+        games[j, i] += wins + draws + losses
+    k = index[anchor]
+    free = np.array([i for i in range(n) if i != k], dtype=int)
+    score[free, k] += prior_draws / 2
+    score[k, free] += prior_draws / 2
+    games[free, k] += prior_draws
+    games[k, free] += prior_draws
+
+    def loglik(theta):
+        d = _C * (theta[:, None] - theta[None, :])
+        return float(np.sum(score * -np.logaddexp(0.0, -d)))  # sum s_ij log p_ij
+
+    def grad_and_fisher(theta):
+        p = 1.0 / (1.0 + np.exp(-_C * (theta[:, None] - theta[None, :])))
+        grad = _C * np.sum(score - games * p, axis=1)
+        w = _C * _C * games * p * (1.0 - p)
+        fisher = np.diag(w.sum(axis=1)) - w
+        return grad[free], fisher[np.ix_(free, free)]
+
+    theta = np.zeros(n)
+    if len(free):
+        for _ in range(max_iterations):
+            grad, fisher = grad_and_fisher(theta)
+            try:
+                step = np.linalg.solve(fisher, grad)
+            except np.linalg.LinAlgError:
+                raise ValueError("no finite Elo fit: some player won or lost all its games, or "
+                                 f"no games link it to the anchor {anchor!r}; use prior_draws > 0"
+                                 ) from None
+            current, scale = loglik(theta), 1.0
+            while scale > 1e-6:  # Newton step, halved until the likelihood does not drop
+                trial = theta.copy()
+                trial[free] += scale * step
+                if loglik(trial) >= current - 1e-12:
+                    break
+                scale /= 2
+            theta = trial
+            if np.max(np.abs(theta)) > 1e5:
+                raise ValueError("no finite Elo fit: a player won or lost all its games; "
+                                 "use prior_draws > 0")
+            if np.max(np.abs(scale * step)) < 1e-7:
+                break
+        _, fisher = grad_and_fisher(theta)
+        try:
+            cov = np.linalg.inv(fisher)
+        except np.linalg.LinAlgError:
+            raise ValueError("singular information matrix: a player is not connected to the "
+                             f"anchor {anchor!r}; use prior_draws > 0") from None
+        half = np.zeros(n)
+        half[free] = _Z95 * np.sqrt(np.maximum(np.diag(cov), 0.0))
+    else:
+        half = np.zeros(n)
+    theta = theta + anchor_rating
+    return {name: (float(theta[i]), float(theta[i] - half[i]), float(theta[i] + half[i]))
+            for name, i in index.items()}
+
+
+# ---- the ladder -----------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class LadderPlayer:
+    """One rated player: a snapshot (iteration, wall_s, positions) or a baseline (None)."""
+
+    name: str
+    kind: str  # "snapshot" or "baseline"
+    elo: float
+    low95: float
+    high95: float
+    iteration: int | None = None
+    wall_s: float | None = None
+    positions: int | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class LadderResult:
+    """The ladder's players (baselines, then snapshots by iteration) and its games."""
+
+    run_dir: Path
+    players: tuple[LadderPlayer, ...]
+    matches: tuple[tuple[str, str, ArenaResult], ...]  # (a, b, A's results)
+    num_simulations: int
+    games_per_pair: int
+    opening_plies: int
+    json_path: Path
+    png_path: Path
+
+    def ratings(self) -> dict[str, tuple[float, float, float]]:
+        return {p.name: (p.elo, p.low95, p.high95) for p in self.players}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "run_dir": str(self.run_dir),
+            "anchor": "random",
+            "method": "maximum-likelihood Elo (Bradley-Terry, 400 log10 scale, draws = half); "
+                      "95% intervals = +-1.96 SE from the inverse observed Fisher information, "
+                      "relative to random; prior: 1 virtual draw of each player against random",
+            "num_simulations": self.num_simulations,
+            "games_per_pair": self.games_per_pair,
+            "opening_plies": self.opening_plies,
+            "players": [dataclasses.asdict(p) for p in self.players],
+            "matches": [{"a": a, "b": b, "wins": r.wins, "draws": r.draws, "losses": r.losses,
+                         "score": r.score} for a, b, r in self.matches],
+        }
+
+
+def _snapshot_dirs(run_dir: Path, max_snapshots: int) -> list[Path]:
+    root = run_dir / "snapshots"
+    found = sorted((p for p in root.iterdir() if p.is_dir() and p.name.isdigit()),
+                   key=lambda p: int(p.name)) if root.is_dir() else []
+    if not found:
+        raise CheckpointError(f"run dir {run_dir} has no snapshots (snapshots/<iteration>/)")
+    if len(found) <= max_snapshots:
+        return found
+    picks = np.unique(np.round(np.linspace(0, len(found) - 1, max_snapshots)).astype(int))
+    return [found[i] for i in picks]
+
+
+def _with_opening(player, seed: jax.Array, plies: int):
+    """`player`, except for the first `plies` plies of each game: a uniformly random legal
+    move, drawn from (seed, game i mod B/2, ply), so games i and i + B/2 open alike."""
+    if plies == 0:
+        return player
+
+    def act(key, states):
+        batch = states.legal_action_mask.shape[0]
+        pair = (jnp.arange(batch) % max(batch // 2, 1)).astype(jnp.uint32)
+        counters = pair * jnp.uint32(4099) + states.step_count.astype(jnp.uint32)
+        random_moves = jax.vmap(_hash_choice, in_axes=(None, 0, 0))(
+            seed, counters, states.legal_action_mask)
+        moves = player(key, states).astype(jnp.int32)
+        return jnp.where(states.step_count < plies, random_moves, moves)
+
+    return act
+
+
+def _ladder_arena(env, search_fn, num_simulations: int, opponents: list, *, num_games: int,
+                  opening_plies: int):
+    """The one compiled arena of a ladder: ``(params_a, which_a, params_b, which_b, key) ->
+    (A's returns [B], illegal A, illegal B)``.
+
+    Player ``which`` (int32 []) is greedy search with its params when 0, else baseline
+    ``opponents[which - 1]`` (its params unused): a `lax.switch` runs only the chosen branch,
+    so snapshot-vs-snapshot, snapshot-vs-baseline and baseline-vs-baseline games all share one
+    program with two copies of the search, instead of one program per kind of pairing.
+    """
+    max_steps = env.max_game_length or 10_000
+
+    def player(params, which):
+        branches = [search_player(search_fn, params, num_simulations)] + opponents
+
+        def act(key, states):
+            return jax.lax.switch(which, [lambda k, s, f=f: f(k, s).astype(jnp.int32)
+                                          for f in branches], key, states)
+
+        return act
+
+    def arena(params_a, which_a, params_b, which_b, key):
+        seed = _seeds(_derive_key(key, jnp.uint32(0)), 1)[0]
+        return run_arena(
+            _derive_key(key, jnp.uint32(1)), env=env,
+            player_a=_with_opening(player(params_a, which_a), seed, opening_plies),
+            player_b=_with_opening(player(params_b, which_b), seed, opening_plies),
+            num_games=num_games, max_steps=max_steps)
+
+    return jax.jit(arena)
+
+
+def run_ladder(
+    run_dir: str | Path,
+    *,
+    key: jax.Array,
+    games_per_pair: int = 200,
+    simulations: int | None = None,
+    baselines: Iterable[str] = ("random", "greedy"),
+    max_snapshots: int = 8,
+    opening_plies: int = 2,
+    progress: Callable[[str], None] | None = None,
+) -> LadderResult:
+    """Rates a run's snapshots and the baselines (random = 0); writes ladder.json, ladder.png.
+
+    Args:
+      run_dir: a run dir with ``snapshots/<iteration>/``.
+      key: PRNG key; match m plays with ``fold_in(key, m)``.
+      games_per_pair: games per pairing, even (half with each colour).
+      simulations: greedy search simulations (default: the model's evaluation default).
+      baselines: names for `make_opponent` (random, greedy, mcts:N); random is always added.
+      max_snapshots: at most this many snapshots, spread over the run, first and last included.
+      opening_plies: random plies opening each pair of games (see the module docstring).
+      progress: called with one line per match played (e.g. ``print``).
+    """
+    run_dir = Path(run_dir)
+    if games_per_pair < 2 or games_per_pair % 2:
+        raise ValueError(f"games_per_pair must be even and >= 2, got {games_per_pair}")
+    if max_snapshots < 2:
+        raise ValueError(f"max_snapshots must be >= 2, got {max_snapshots}")
+    baseline_names = list(dict.fromkeys(["random", *baselines]))
+    loaded = [load_model(d) for d in _snapshot_dirs(run_dir, max_snapshots)]
+    config = loaded[0][1]
+    env = envs.make(config.game)
+    for _, other, _ in loaded[1:]:
+        if other.game != config.game or other.network != config.network:
+            raise CheckpointError(f"the snapshots in {run_dir} differ in game or network")
+    _, apply_fn = make_network(config.network, env.num_actions)
+    search_fn = make_search(env, apply_fn, config.search)
+    meta0 = loaded[0][2]
+    sims = int(simulations or meta0.get("num_simulations") or config.eval.num_simulations
+               or config.search.num_simulations)
+    opponents = {name: make_opponent(env, name) for name in baseline_names}
+    records = {r.get("iteration"): r for r in read_metrics(run_dir / "metrics.jsonl")
+               if "wall_s" in r and "loss" in r}
+    snapshots = []  # (name, params, iteration, wall_s, positions)
+    for params, _, meta in loaded:
+        iteration = int(meta["iteration"])
+        record = records.get(iteration, {})
+        wall_s = meta.get("wall_s", record.get("wall_s"))
+        positions = meta.get("positions", record.get("positions"))
+        snapshots.append((f"iter_{iteration}", params, iteration, wall_s, positions))
+
+    arena = _ladder_arena(env, search_fn, sims, list(opponents.values()),
+                          num_games=games_per_pair, opening_plies=opening_plies)
+    params_of = {name: params for name, params, *_ in snapshots}
+    which = {name: i + 1 for i, name in enumerate(baseline_names)}
+    dummy = snapshots[0][1]  # a baseline's (unused) params
+    matches: list[tuple[str, str, ArenaResult]] = []
+
+    def play(a: str, b: str) -> None:
+        match_key = jax.random.fold_in(key, len(matches))
+        outcomes = arena(params_of.get(a, dummy), jnp.int32(which.get(a, 0)),
+                         params_of.get(b, dummy), jnp.int32(which.get(b, 0)), match_key)
+        result = ArenaResult.from_outcomes(*outcomes)
+        matches.append((a, b, result))
+        if progress is not None:
+            progress(f"{a:>12} vs {b:<12} {result}")
+
+    for i, a in enumerate(baseline_names):  # the baselines among themselves
+        for b in baseline_names[i + 1:]:
+            play(a, b)
+    for name, *_ in snapshots:
+        for b in baseline_names:
+            play(name, b)
+    for (a, *_), (b, *_) in zip(snapshots, snapshots[1:], strict=False):
+        play(a, b)
+
+    names = baseline_names + [s[0] for s in snapshots]
+    ratings = fit_elo(names, [(a, b, r) for a, b, r in matches], anchor="random")
+    players = [LadderPlayer(name, "baseline", *ratings[name]) for name in baseline_names]
+    players += [LadderPlayer(name, "snapshot", *ratings[name], iteration=iteration,
+                             wall_s=None if wall_s is None else float(wall_s),
+                             positions=None if positions is None else int(positions))
+                for name, _, iteration, wall_s, positions in snapshots]
+    result = LadderResult(run_dir, tuple(players), tuple(matches), sims, games_per_pair,
+                          opening_plies, run_dir / "ladder.json", run_dir / "ladder.png")
+    tmp = result.json_path.with_name("ladder.json.tmp")
+    tmp.write_text(json.dumps(result.to_dict(), indent=2) + "\n")
+    os.replace(tmp, result.json_path)
+    _plot(result)
+    return result
+
+
+def _plot(result: LadderResult) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 5))
+    snaps = [p for p in result.players if p.kind == "snapshot"]
+    xs = [p.wall_s if p.wall_s is not None else float(p.iteration) for p in snaps]
+    ys = [p.elo for p in snaps]
+    errors = [[p.elo - p.low95 for p in snaps], [p.high95 - p.elo for p in snaps]]
+    ax.errorbar(xs, ys, yerr=errors, fmt="o-", capsize=3, label="snapshots (greedy search, "
+                f"{result.num_simulations} sims)")
+    for x, p in zip(xs, snaps, strict=True):
+        ax.annotate(str(p.iteration), (x, p.elo), textcoords="offset points", xytext=(4, 4),
+                    fontsize=7)
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for i, p in enumerate(p for p in result.players if p.kind == "baseline"):
+        colour = colours[(i + 1) % len(colours)]
+        ax.axhline(p.elo, ls="--", lw=1, color=colour, label=f"{p.name} ({p.elo:+.0f})")
+        if p.high95 > p.low95:
+            ax.axhspan(p.low95, p.high95, color=colour, alpha=0.12)
+    ax.set_xlabel("wall_s" if all(p.wall_s is not None for p in snaps) else "iteration")
+    ax.set_ylabel("Elo (random = 0), 95% intervals")
+    ax.set_title(f"Elo ladder: {result.run_dir.name} ({result.games_per_pair} games per pair)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(result.png_path, dpi=90)
+    plt.close(fig)
+
+
+def format_ladder(result: LadderResult) -> list[str]:
+    """Terminal lines: one per player (baselines, then snapshots), Elo +- the 95% half-width."""
+    lines = [f"Elo ladder of {result.run_dir} (random = 0; greedy search at "
+             f"{result.num_simulations} simulations; {result.games_per_pair} games per pair, "
+             f"{result.opening_plies} random opening plies; 95% intervals)",
+             f"{'player':<14}{'iteration':>10}{'wall_s':>10}{'Elo':>8}   95% interval"]
+    for p in result.players:
+        iteration = "-" if p.iteration is None else str(p.iteration)
+        wall = "-" if p.wall_s is None else f"{p.wall_s:.1f}"
+        half = (p.high95 - p.low95) / 2
+        lines.append(f"{p.name:<14}{iteration:>10}{wall:>10}{p.elo:>+8.0f} "
+                     f"+- {half:<5.0f} [{p.low95:+.0f}, {p.high95:+.0f}]")
+    lines.append(f"written: {result.json_path}, {result.png_path}")
+    return lines

@@ -1,0 +1,91 @@
+"""The public Agent API, `azjax eval` and `azjax export` on a tiny trained run."""
+
+from __future__ import annotations
+
+import json
+
+import jax
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+import envs
+from azjax import Agent
+from azjax.agent import states_from_moves
+from azjax.checkpoint import CheckpointError
+from azjax.cli import app
+
+RUNNER = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def agent(tiny_run):
+    return Agent.load(tiny_run[0])
+
+
+def test_load_picks_the_newest_snapshot_and_keeps_the_config(agent, tiny_run):
+    assert agent.source.name == "4" and agent.env is envs.make("tic_tac_toe")
+    assert agent.config.game == "tic_tac_toe" and agent.num_simulations == 4
+
+
+def test_act_search_evaluate_shapes_and_legality(agent):
+    states = states_from_moves(agent.env, [[], [4], [0, 4, 8], [0, 1, 3, 4]])
+    policy, value = agent.evaluate(states)
+    assert policy.shape == (4, 9) and value.shape == (4,)
+    np.testing.assert_allclose(np.asarray(policy).sum(-1), 1.0, rtol=1e-5)
+    assert np.all(np.asarray(policy)[~np.asarray(states.legal_action_mask)] == 0)
+    action, search_policy, search_value = agent.search(jax.random.PRNGKey(0), states)
+    assert action.shape == (4,) and search_policy.shape == (4, 9) and search_value.shape == (4,)
+    for greedy in (True, False):
+        for simulations in (0, None):
+            moves = np.asarray(agent.act(jax.random.PRNGKey(1), states, greedy=greedy,
+                                         num_simulations=simulations))
+            assert np.asarray(states.legal_action_mask)[np.arange(4), moves].all()
+    raw = np.asarray(agent.act(jax.random.PRNGKey(2), states, num_simulations=0))
+    np.testing.assert_array_equal(raw, np.argmax(np.asarray(policy), -1))
+
+
+def test_greedy_search_equals_argmax_of_its_policy_and_is_deterministic(agent):
+    states = states_from_moves(agent.env, [[0], [2, 4]])
+    a1, p1, _ = agent.search(jax.random.PRNGKey(0), states)
+    a2, _, _ = agent.search(jax.random.PRNGKey(99), states)
+    np.testing.assert_array_equal(a1, np.argmax(np.asarray(p1), -1))
+    np.testing.assert_array_equal(a1, a2)
+
+
+def test_load_errors_name_the_problem(tmp_path):
+    with pytest.raises(CheckpointError, match="neither a game id"):
+        Agent.load(tmp_path / "nothing-here")
+    (tmp_path / "run" / "snapshots").mkdir(parents=True)
+    with pytest.raises(CheckpointError, match="has no snapshots yet"):
+        Agent.load(tmp_path / "run")
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "model.json").write_text("{not json")
+    (bad / "params.msgpack").write_bytes(b"")
+    with pytest.raises(CheckpointError, match="corrupt"):
+        Agent.load(bad)
+
+
+def test_cli_export_then_eval(tiny_run, tmp_path):
+    run_dir, _ = tiny_run
+    out = RUNNER.invoke(app, ["export", str(run_dir), "2", "--to", str(tmp_path / "model")])
+    assert out.exit_code == 0, out.output
+    meta = json.loads((tmp_path / "model" / "model.json").read_text())
+    assert meta["iteration"] == 2 and meta["num_simulations"] == 4 and "machine" in meta
+    assert "eval/oracle/search_error" in meta["eval"]
+    assert "# azjax model: tic_tac_toe" in (tmp_path / "model" / "MODEL_CARD.md").read_text()
+    out = RUNNER.invoke(app, ["eval", str(tmp_path / "model"), "--against", "random",
+                              "--games", "20", "--oracle", ""])
+    assert out.exit_code == 0, out.output
+    assert "oracle" in out.output and "raw network" in out.output
+    assert "vs     random: " in out.output
+
+
+def test_cli_errors_are_one_line(tmp_path):
+    out = RUNNER.invoke(app, ["export", str(tmp_path), "7", "--to", str(tmp_path / "m")])
+    assert out.exit_code == 2 and "error: no snapshot 7" in out.output
+    out = RUNNER.invoke(app, ["eval", str(tmp_path / "missing")])
+    assert out.exit_code == 2 and "error:" in out.output
+    out = RUNNER.invoke(app, ["--version"])
+    assert out.exit_code == 0 and out.output.startswith("azjax ")

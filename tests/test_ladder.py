@@ -1,0 +1,119 @@
+"""The Elo ladder: the maximum-likelihood fit on synthetic results, and a tiny run end to end."""
+
+from __future__ import annotations
+
+import json
+
+import jax
+import numpy as np
+import pytest
+
+from azjax.evaluate import ArenaResult
+from azjax.ladder import LadderResult, fit_elo, format_ladder, run_ladder
+
+TRUE = {"random": 0.0, "b": 200.0, "c": 400.0}
+PAIRS = [("random", "b"), ("b", "c"), ("random", "c")]
+DRAW_RATE = 0.1
+
+
+def _expected(rating_a, rating_b):
+    return 1.0 / (1.0 + 10.0 ** ((rating_b - rating_a) / 400.0))
+
+
+def _sampled(games, seed=0):
+    """{(a, b): (wins, draws, losses)} drawn from the TRUE ratings, 10% draws."""
+    rng = np.random.default_rng(seed)
+    results = {}
+    for a, b in PAIRS:
+        p = _expected(TRUE[a], TRUE[b])  # expected score = P(win) + P(draw) / 2
+        wins, draws, losses = rng.multinomial(
+            games, [p - DRAW_RATE / 2, DRAW_RATE, 1 - p - DRAW_RATE / 2])
+        results[(a, b)] = ArenaResult(int(wins), int(draws), int(losses))
+    return results
+
+
+def _half_width(rating):
+    return (rating[2] - rating[1]) / 2
+
+
+def test_fit_recovers_exact_expected_results():
+    results = {}
+    for a, b in PAIRS:
+        p = _expected(TRUE[a], TRUE[b])
+        results[(a, b)] = (10_000 * (p - DRAW_RATE / 2), 10_000 * DRAW_RATE,
+                           10_000 * (1 - p - DRAW_RATE / 2))
+    fit = fit_elo(TRUE, results)
+    for name, rating in TRUE.items():
+        assert fit[name][0] == pytest.approx(rating, abs=0.5)  # the prior's pull is tiny
+
+
+def test_fit_recovers_sampled_ratings_within_intervals_and_anchor_is_exact():
+    fit = fit_elo(list(TRUE), _sampled(2000))
+    assert fit["random"] == (0.0, 0.0, 0.0)
+    for name in ("b", "c"):
+        rating, low, high = fit[name]
+        assert low < TRUE[name] < high, (name, fit[name])
+        assert 10 < high - low < 60  # ~1.96 * 2 * 7 Elo with 2000 games per pair
+
+
+def test_anchor_rating_shifts_everything_and_results_may_come_as_triples():
+    results = _sampled(500)
+    base = fit_elo(TRUE, results)
+    shifted = fit_elo(TRUE, [(a, b, r) for (a, b), r in results.items()], anchor="b",
+                      anchor_rating=1000.0)
+    assert shifted["b"] == (1000.0, 1000.0, 1000.0)
+    for name in TRUE:  # the same differences (up to the prior, which follows the anchor)
+        assert shifted[name][0] - 1000.0 == pytest.approx(base[name][0] - base["b"][0], abs=5)
+
+
+def test_perfect_and_hopeless_players_get_finite_ratings():
+    results = _sampled(400)
+    results[("perfect", "c")] = (400, 0, 0)
+    results[("random", "hopeless")] = (400, 0, 0)
+    fit = fit_elo([*TRUE, "perfect", "hopeless"], results)
+    assert all(np.isfinite(v).all() for v in fit.values())
+    assert fit["perfect"][0] > fit["c"][0] + 200
+    assert fit["hopeless"][0] < -400
+    with pytest.raises(ValueError, match="prior_draws"):
+        fit_elo([*TRUE, "perfect"], {**_sampled(400), ("perfect", "c"): (400, 0, 0)},
+                prior_draws=0)
+
+
+def test_intervals_shrink_with_more_games():
+    small, large = fit_elo(TRUE, _sampled(200)), fit_elo(TRUE, _sampled(3200))
+    for name in ("b", "c"):
+        ratio = _half_width(small[name]) / _half_width(large[name])
+        assert ratio == pytest.approx(4.0, rel=0.2)  # SE ~ 1/sqrt(games)
+
+
+def test_unconnected_player_keeps_the_prior_and_bad_input_is_rejected():
+    fit = fit_elo(["random", "b", "loner"], {("random", "b"): (5, 0, 5)})
+    assert fit["loner"][0] == pytest.approx(0.0, abs=1e-6)
+    assert fit["loner"][2] - fit["loner"][1] > 500  # one virtual draw says almost nothing
+    with pytest.raises(ValueError, match="anchor"):
+        fit_elo(["b", "c"], {})
+    with pytest.raises(ValueError, match="unknown player"):
+        fit_elo(["random"], {("random", "zz"): (1, 0, 0)})
+
+
+def test_run_ladder_end_to_end(tiny_run):
+    run_dir, _ = tiny_run
+    lines = []
+    result = run_ladder(run_dir, key=jax.random.PRNGKey(0), games_per_pair=8,
+                        baselines=("greedy",), progress=lines.append)
+    assert isinstance(result, LadderResult)
+    names = [p.name for p in result.players]
+    assert names == ["random", "greedy", "iter_2", "iter_4"]
+    # pairs: random-greedy, each snapshot vs both baselines, the two snapshots
+    assert len(result.matches) == len(lines) == 1 + 2 * 2 + 1
+    assert all(r.num_games == 8 for *_, r in result.matches)
+    data = json.loads((run_dir / "ladder.json").read_text())
+    players = {p["name"]: p for p in data["players"]}
+    assert set(players) == set(names)
+    assert players["random"]["elo"] == 0.0
+    assert players["iter_4"]["iteration"] == 4 and players["iter_4"]["wall_s"] > 0
+    assert all(p["low95"] <= p["elo"] <= p["high95"] for p in players.values())
+    assert len(data["matches"]) == 6
+    assert (run_dir / "ladder.png").stat().st_size > 1000
+    text = format_ladder(result)
+    assert any(line.startswith("iter_4") for line in text)
