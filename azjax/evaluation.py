@@ -117,10 +117,20 @@ class Evaluator:
             self._pending = _in_background(prepare)
 
     def _load_oracle_sets(self) -> dict[str, OracleSet]:
+        """The game's oracle: `eval.oracle_dir`, else azjax's own (tic-tac-toe) or the
+        default oracle folder (`$AZJAX_ORACLES` or ../shared/oracles); none for other games."""
         cfg = self.config.eval
-        if cfg.oracle and (self.env.name == "tic_tac_toe" or cfg.oracle_dir):
+        if not cfg.oracle or self.env.name not in ("tic_tac_toe", "connect_four"):
+            return {}
+        try:
             return load_oracle(self.env, cfg.oracle_dir or None)
-        return {}
+        except FileNotFoundError as error:
+            if cfg.oracle_dir:
+                raise
+            import warnings
+
+            warnings.warn(f"no oracle scoring for {self.env.name}: {error}", stacklevel=2)
+            return {}
 
     def _oracle_impl(self, params, key):
         raw = network_player(self.env, self.apply_fn, params)
