@@ -243,8 +243,10 @@ def _with_opening(player, seed: jax.Array, plies: int):
         counters = pair * jnp.uint32(4099) + states.step_count.astype(jnp.uint32)
         random_moves = jax.vmap(_hash_choice, in_axes=(None, 0, 0))(
             seed, counters, states.legal_action_mask)
-        moves = player(key, states).astype(jnp.int32)
-        return jnp.where(states.step_count < plies, random_moves, moves)
+        in_opening = states.step_count < plies
+        moves = jax.lax.cond(jnp.all(in_opening), lambda: random_moves,  # skip the search
+                             lambda: player(key, states).astype(jnp.int32))
+        return jnp.where(in_opening, random_moves, moves)
 
     return act
 
@@ -381,7 +383,8 @@ def _plot(result: LadderResult) -> None:
 
     fig, ax = plt.subplots(figsize=(8, 5))
     snaps = [p for p in result.players if p.kind == "snapshot"]
-    xs = [p.wall_s if p.wall_s is not None else float(p.iteration) for p in snaps]
+    by_wall = all(p.wall_s is not None for p in snaps)
+    xs = [p.wall_s if by_wall else float(p.iteration) for p in snaps]
     ys = [p.elo for p in snaps]
     errors = [[p.elo - p.low95 for p in snaps], [p.high95 - p.elo for p in snaps]]
     ax.errorbar(xs, ys, yerr=errors, fmt="o-", capsize=3, label="snapshots (greedy search, "
@@ -395,7 +398,7 @@ def _plot(result: LadderResult) -> None:
         ax.axhline(p.elo, ls="--", lw=1, color=colour, label=f"{p.name} ({p.elo:+.0f})")
         if p.high95 > p.low95:
             ax.axhspan(p.low95, p.high95, color=colour, alpha=0.12)
-    ax.set_xlabel("wall_s" if all(p.wall_s is not None for p in snaps) else "iteration")
+    ax.set_xlabel("wall_s" if by_wall else "iteration")
     ax.set_ylabel("Elo (random = 0), 95% intervals")
     ax.set_title(f"Elo ladder: {result.run_dir.name} ({result.games_per_pair} games per pair)")
     ax.grid(alpha=0.3)

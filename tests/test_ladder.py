@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 
 import jax
 import numpy as np
@@ -96,8 +97,10 @@ def test_unconnected_player_keeps_the_prior_and_bad_input_is_rejected():
         fit_elo(["random"], {("random", "zz"): (1, 0, 0)})
 
 
-def test_run_ladder_end_to_end(tiny_run):
-    run_dir, _ = tiny_run
+def test_run_ladder_end_to_end(tiny_run, tmp_path):
+    run_dir = tmp_path / "run"  # a copy: the shared run dir stays as the run left it
+    shutil.copytree(tiny_run[0] / "snapshots", run_dir / "snapshots")
+    shutil.copy(tiny_run[0] / "metrics.jsonl", run_dir)
     lines = []
     result = run_ladder(run_dir, key=jax.random.PRNGKey(0), games_per_pair=8,
                         baselines=("greedy",), progress=lines.append)
