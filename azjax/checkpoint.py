@@ -110,6 +110,12 @@ def save_model(directory: str | Path, params: Any, config: ExperimentConfig,
     return directory
 
 
+def _check_leaf(value, spec) -> None:
+    if value.shape != spec.shape or value.dtype != spec.dtype:
+        raise ValueError(f"a stored array is {value.dtype}{list(value.shape)}, the config's "
+                         f"network needs {spec.dtype}{list(spec.shape)}")
+
+
 def load_model(directory: str | Path) -> tuple[Any, ExperimentConfig, dict[str, Any]]:
     """(params, config, meta) of a model saved by `save_model`.
 
@@ -137,10 +143,13 @@ def load_model(directory: str | Path) -> tuple[Any, ExperimentConfig, dict[str, 
     except (KeyError, ConfigError) as error:
         raise CheckpointError(f"{meta_path}: bad config ({error})") from None
     env = envs.make(config.game)
-    template = init_network(config.network, env.num_actions, env.observation_shape,
-                            jax.random.PRNGKey(0))["params"]
+    # Shapes only (no initialisation work): the stored arrays fill the template.
+    template = jax.eval_shape(lambda: init_network(
+        config.network, env.num_actions, env.observation_shape, jax.random.PRNGKey(0)))["params"]
     try:
         params = serialization.from_bytes(template, params_path.read_bytes())
+        jax.tree.map(_check_leaf, params, template)
+        params = jax.tree.map(jax.numpy.asarray, params)
     except Exception as error:
         raise CheckpointError(f"{params_path} is corrupt or does not fit its config "
                               f"({type(error).__name__}: {error})") from None

@@ -100,20 +100,46 @@ def evaluate(
     against: Annotated[list[str] | None, typer.Option(
         help="random | greedy | mcts:N | another SPEC (repeatable)")] = None,
     oracle: Annotated[str | None, typer.Option(
-        help="Score against perfect play; a directory for connect four's oracle files")] = None,
+        help="Score against perfect play: --oracle alone uses the game's default oracle "
+             "(tic-tac-toe: exact minimax; connect four: ../shared/oracles or $AZJAX_ORACLES); "
+             "--oracle DIR reads the oracle files in DIR")] = None,
     games: Annotated[int, typer.Option(help="Arena games per opponent (both colours)")] = 200,
     simulations: Annotated[int | None, typer.Option(help="Search simulations")] = None,
     seed: Annotated[int, typer.Option()] = 0,
+    ladder: Annotated[bool, typer.Option(
+        "--ladder", help="SPEC is a run dir: play its snapshots against each other and the "
+                         "baselines (--against), fit Elo (random = 0), write ladder.json/.png")
+    ] = False,
 ) -> None:
-    """Evaluate an agent: arenas against baselines or agents, and oracle scoring."""
+    """Evaluate an agent: arenas against baselines or agents, oracle scoring, Elo ladders."""
     from azjax.evaluation import evaluate_agent
 
+    if ladder:
+        _ladder(spec, against or [], games, simulations, seed)
+        return
     try:
         lines = evaluate_agent(spec, against=against or [], oracle=oracle, games=games,
                                num_simulations=simulations, seed=seed)
     except _user_errors() as error:
         _fail(error)
     for line in lines:
+        typer.echo(line)
+
+
+def _ladder(run_dir: str, against: list[str], games: int, simulations: int | None,
+            seed: int) -> None:
+    import jax
+
+    from azjax.ladder import format_ladder, run_ladder
+
+    try:
+        result = run_ladder(Path(run_dir), key=jax.random.PRNGKey(seed),
+                            games_per_pair=games + games % 2, simulations=simulations,
+                            baselines=tuple(against) or ("random", "greedy"),
+                            progress=typer.echo)
+    except _user_errors() as error:
+        _fail(error)
+    for line in format_ladder(result):
         typer.echo(line)
 
 
@@ -134,5 +160,26 @@ def export(
     typer.echo(f"exported {out}")
 
 
+_OPTIONAL_VALUE_OPTIONS = ("--oracle",)
+
+
+def _normalise_argv(argv: list[str]) -> list[str]:
+    """Lets `--oracle` stand alone (meaning: the game's default oracle) as well as take a DIR:
+    a bare `--oracle` becomes `--oracle=`."""
+    out = []
+    for i, arg in enumerate(argv):
+        following = argv[i + 1] if i + 1 < len(argv) else None
+        if arg in _OPTIONAL_VALUE_OPTIONS and (following is None or following.startswith("-")):
+            out.append(arg + "=")
+        else:
+            out.append(arg)
+    return out
+
+
+def run() -> None:
+    """The console script `azjax`."""
+    sys.exit(app(args=_normalise_argv(sys.argv[1:]), prog_name="azjax"))
+
+
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(app())
+    run()

@@ -106,7 +106,8 @@ class TrainConfig:
 class EvalConfig:
     every_iterations: int = 10
     oracle: bool = True  # score raw network and search against the game's oracle, if any
-    oracle_dir: str = ""  # directory of oracle files (connect four); "" = built-in/none
+    oracle_dir: str = ""  # directory of oracle files; "" = the game's default (if any)
+    oracle_positions: int = 0  # score the first N positions of each oracle set; 0 = all
     arena_games: int = 200  # games against each opponent below (both colours)
     arena_every: int = 1  # arenas at every N-th evaluation (and whenever the oracle bar is met)
     opponents: tuple[str, ...] = ("random", "greedy")
@@ -302,6 +303,7 @@ def _validate(config: ExperimentConfig) -> None:
     _require(config.train.weight_decay >= 0, "train.weight_decay", "must be >= 0")
     _require(config.eval.every_iterations >= 1, "eval.every_iterations", "must be >= 1")
     _require(config.eval.arena_every >= 1, "eval.arena_every", "must be >= 1")
+    _require(config.eval.oracle_positions >= 0, "eval.oracle_positions", "must be >= 0")
     _require(config.eval.arena_games >= 2, "eval.arena_games", "must be >= 2 (both colours)")
     for opponent in config.eval.opponents:
         _require(opponent in ("random", "greedy") or opponent.startswith("mcts:"),

@@ -133,13 +133,28 @@ class Evaluator:
             return {}
 
     def _oracle_impl(self, params, key):
-        raw = network_player(self.env, self.apply_fn, params)
-        search = search_player(self.search_fn, params, self.num_simulations)
+        """Error counts per oracle set, all sets scored as ONE batch (one search in the
+        program, not one per set)."""
+        if not self.oracle_sets:
+            return {}
+        limit = self.config.eval.oracle_positions or None
+        sets = list(self.oracle_sets.items())
+        states = jax.tree.map(lambda *xs: jnp.concatenate([x[:limit] for x in xs]),
+                              *[oracle.states for _, oracle in sets])
+        preserving = jnp.concatenate([oracle.preserving[:limit] for _, oracle in sets])
+        sizes = [oracle.preserving[:limit].shape[0] for _, oracle in sets]
+        set_index = jnp.repeat(jnp.arange(len(sets)), jnp.array(sizes),
+                               total_repeat_length=sum(sizes))
         out = {}
-        for i, (name, oracle) in enumerate(self.oracle_sets.items()):
-            k = jax.random.fold_in(key, i)
-            out[f"{name}/raw"] = oracle_errors(raw, k, oracle.states, oracle.preserving)
-            out[f"{name}/search"] = oracle_errors(search, k, oracle.states, oracle.preserving)
+        for kind, player in (("raw", network_player(self.env, self.apply_fn, params)),
+                             ("search", search_player(self.search_fn, params,
+                                                      self.num_simulations))):
+            actions = player(key, states)
+            wrong = ~jnp.take_along_axis(preserving, actions[:, None], axis=1)[:, 0]
+            counts = jax.ops.segment_sum(wrong.astype(jnp.int32), set_index,
+                                         num_segments=len(sets))
+            for i, (name, _) in enumerate(sets):
+                out[f"{name}/{kind}"] = counts[i]
         return out
 
     def _arena_impl(self, params, key):
@@ -177,7 +192,8 @@ class Evaluator:
         metrics: dict[str, Any] = {}
         if self.oracle_sets:
             raw = self._call("oracle", params, k_oracle)
-            sizes = {name: len(oracle.moves) for name, oracle in self.oracle_sets.items()}
+            limit = self.config.eval.oracle_positions or None
+            sizes = {name: len(oracle.moves[:limit]) for name, oracle in self.oracle_sets.items()}
             raw_errors = [100 * int(raw[f"{name}/raw"]) / sizes[name] for name in sizes]
             search_errors = [100 * int(raw[f"{name}/search"]) / sizes[name] for name in sizes]
             if len(self.oracle_sets) > 1:
@@ -239,8 +255,6 @@ def evaluate_agent(spec: str, *, against: list[str], oracle: str | None, games: 
     params = agent.params
     if oracle is not None:
         directory = oracle or None
-        if env.name != "tic_tac_toe" and directory is None:
-            raise ValueError(f"--oracle needs a directory of oracle files for {env.name}")
         if directory is not None and not Path(directory).is_dir():
             raise FileNotFoundError(f"oracle directory not found: {directory}")
         sets = load_oracle(env, directory)

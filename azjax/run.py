@@ -162,9 +162,15 @@ def train(config: ExperimentConfig, run_dir: str | Path, *, show_progress: bool 
     # The untrained network is scored at the first evaluation (once the evaluator has
     # compiled in the background), for comparison; the state itself is donated, hence a copy.
     untrained = jax.tree.map(jnp.copy, state.train.params) if resume is None else None
-    total = config.budget.max_iterations or None
-    bar = tqdm(total=total, initial=iteration, disable=not show_progress, unit="it",
-               desc=f"train {config.game}", dynamic_ncols=True)
+    # The bar counts toward the budget: iterations if capped, else wall seconds (ETA to it).
+    by_wall = not config.budget.max_iterations and bool(config.budget.max_wall_s)
+    wall_format = ("{desc}: {percentage:3.0f}%|{bar}| {n:.0f}/{total:.0f} s "
+                   "[{elapsed}<{remaining}{postfix}]")
+    bar = tqdm(total=config.budget.max_wall_s if by_wall else (config.budget.max_iterations
+                                                               or None),
+               initial=round(wall_s()) if by_wall else iteration, unit="s" if by_wall else "it",
+               disable=not show_progress, desc=f"train {config.game}", dynamic_ncols=True,
+               bar_format=wall_format if by_wall else None)
     plotter = _BackgroundPlotter()
     last_record: dict[str, Any] = {}
     perfect = False
@@ -219,7 +225,7 @@ def train(config: ExperimentConfig, run_dir: str | Path, *, show_progress: bool 
             bar.set_postfix(pos_s=f"{record['positions_per_s']:.0f}",
                             loss=f"{record.get('loss', float('nan')):.3f}",
                             wall=f"{record['wall_s']:.0f}s")
-            bar.update(1)
+            bar.update(record["wall_s"] - bar.n if by_wall else 1)
         if checkpointer.latest_iteration() != iteration:
             save(state)
     finally:
