@@ -26,7 +26,7 @@ from azjax.network import make_network
 from azjax.search import make_search, masked_logits
 from envs.core import Env
 
-__all__ = ["Agent", "resolve_model_dir", "MODELS_DIR"]
+__all__ = ["MODELS_DIR", "Agent", "resolve_model_dir", "states_from_moves"]
 
 MODELS_DIR = Path(__file__).resolve().parent / "models"
 _PAD_SIZES = (1, 8, 64, 256, 1024)
@@ -147,24 +147,6 @@ class Agent:
                 return jnp.argmax(policy, axis=-1).astype(jnp.int32)
             return jax.random.categorical(key, jnp.log(policy)).astype(jnp.int32)
         return self.search(key, states, num_simulations=num_simulations, noise=not greedy)[0]
-
-    def player(self, *, num_simulations: int | None = None, greedy: bool = True):
-        """A jittable `act(key, states) -> int32[B]` for arenas (no padding, traced inline)."""
-        simulations = self.num_simulations if num_simulations is None else num_simulations
-        params, env, apply_fn, search_fn = self.params, self.env, self.apply_fn, self._search_fn
-
-        def act(key, states):
-            if simulations == 0:
-                logits, _ = apply_fn({"params": params}, jax.vmap(env.observe)(states))
-                logits = masked_logits(logits, states.legal_action_mask)
-                if greedy:
-                    return jnp.argmax(logits, axis=-1).astype(jnp.int32)
-                return jax.random.categorical(key, logits).astype(jnp.int32)
-            out = search_fn({"params": params}, key, states, num_simulations=simulations,
-                            noise=not greedy)
-            return out.action
-
-        return act
 
     def __repr__(self) -> str:
         return (f"Agent(game={self.env.name!r}, network={self.config.network.kind}, "
