@@ -9,7 +9,7 @@ from __future__ import annotations
 import jax
 from flax import struct
 
-__all__ = ["Batch", "Positions"]
+__all__ = ["Positions"]
 
 
 @struct.dataclass
@@ -20,10 +20,3 @@ class Positions:
     policy: jax.Array  # float32 [..., A], search policy target
     value: jax.Array  # float32 [...], final result for the player to move, in [-1, 1]
     value_mask: jax.Array  # bool [...], False where the value target is unknown or excluded
-
-
-@struct.dataclass
-class Batch:
-    """A training batch: Positions with leading shape [B]."""
-
-    positions: Positions
