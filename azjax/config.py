@@ -112,6 +112,9 @@ class EvalConfig:
     arena_every: int = 1  # arenas at every N-th evaluation (and whenever the oracle bar is met)
     opponents: tuple[str, ...] = ("random", "greedy")
     num_simulations: int = 0  # search simulations at evaluation; 0 = search.num_simulations
+    gating: bool = False  # AlphaGo Zero's gating: self-play uses the best params so far...
+    gating_games: int = 100  # ...replaced at an evaluation when the new params score
+    gating_threshold: float = 0.55  # at least this against them over this many games
 
 
 @dataclasses.dataclass(frozen=True)
@@ -304,6 +307,8 @@ def _validate(config: ExperimentConfig) -> None:
     _require(config.eval.every_iterations >= 1, "eval.every_iterations", "must be >= 1")
     _require(config.eval.arena_every >= 1, "eval.arena_every", "must be >= 1")
     _require(config.eval.oracle_positions >= 0, "eval.oracle_positions", "must be >= 0")
+    _require(config.eval.gating_games >= 2, "eval.gating_games", "must be >= 2 (both colours)")
+    _require(0.0 <= config.eval.gating_threshold <= 1.0, "eval.gating_threshold", "in [0, 1]")
     _require(config.eval.arena_games >= 2, "eval.arena_games", "must be >= 2 (both colours)")
     for opponent in config.eval.opponents:
         _require(opponent in ("random", "greedy") or opponent.startswith("mcts:"),

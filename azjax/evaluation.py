@@ -178,6 +178,23 @@ class Evaluator:
         return {name: (returns[j::count], illegal_a, illegal_b)
                 for j, name in enumerate(self.opponents)}
 
+    def _gate_impl(self, params, best_params, key):
+        """AlphaGo Zero's gate: greedy search with `params` against `best_params`."""
+        returns, _, _ = run_arena(
+            key, env=self.env,
+            player_a=search_player(self.search_fn, params, self.num_simulations),
+            player_b=search_player(self.search_fn, best_params, self.num_simulations),
+            num_games=self.config.eval.gating_games,
+            max_steps=self.env.max_game_length or 10_000)
+        return returns
+
+    def gate(self, params, best_params, key) -> tuple[bool, float]:
+        """(whether `params` replace `best_params`, their score against them)."""
+        if "gate" not in self._compiled:
+            self._compiled["gate"] = jax.jit(self._gate_impl)
+        result = ArenaResult.from_outcomes(self._compiled["gate"](params, best_params, key))
+        return result.score >= self.config.eval.gating_threshold, result.score
+
     def _call(self, name: str, params, key):
         if name not in self._compiled:
             self._compiled[name] = jax.jit(getattr(self, f"_{name}_impl"))

@@ -204,6 +204,14 @@ def train(config: ExperimentConfig, run_dir: str | Path, *, show_progress: bool 
                         "wall_s": wall_s(), **{k.replace("untrained/", "eval/", 1): v
                                                for k, v in baseline.items()}}) + " (untrained)")
                     untrained = None
+                if config.eval.gating:
+                    accepted, gate_score = evaluator.gate(
+                        state.train.params, state.selfplay_params,
+                        jax.random.fold_in(jax.random.fold_in(eval_key, iteration), 1))
+                    record.update({"gating/score": gate_score, "gating/accepted": accepted})
+                    if accepted:  # a copy: the run state must not hold one buffer twice
+                        state = state.replace(
+                            selfplay_params=jax.tree.map(jnp.copy, state.train.params))
                 eval_metrics = evaluator.evaluate(state.train.params,
                                                   jax.random.fold_in(eval_key, iteration))
                 record.update(eval_metrics)

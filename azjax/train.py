@@ -45,6 +45,10 @@ class RunState:
     train: TrainState
     selfplay: SelfPlayState
     replay: replay_lib.ReplayBuffer
+    # With AlphaGo Zero's gating (`eval.gating`), the params self-play uses: the best so far,
+    # replaced only when newer params beat them. None without gating (self-play uses the
+    # latest params).
+    selfplay_params: Any = None
 
 
 def _learning_rate(config: TrainConfig) -> optax.Schedule:
@@ -132,13 +136,15 @@ class Learner:
                              opt_state=self.optimizer.init(params)),
             selfplay=init_selfplay(env, cfg.selfplay, k_play),
             replay=replay_lib.init(example, cfg.replay.capacity),
+            selfplay_params=params if cfg.eval.gating else None,
         )
 
     # ---- compiled pieces ------------------------------------------------------------------
 
     def _selfplay_and_add(self, run: RunState, key: chex.PRNGKey):
         """One self-play chunk, its finished positions added to the buffer. Jitted."""
-        variables = {"params": run.train.params}
+        gated = self.config.eval.gating
+        variables = {"params": run.selfplay_params if gated else run.train.params}
         selfplay, positions, emit, stats = self._selfplay(variables, key, run.selfplay)
         buffer = replay_lib.add(run.replay, positions, emit)
         new_run = run.replace(selfplay=selfplay, replay=buffer, iteration=run.iteration + 1)

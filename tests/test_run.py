@@ -210,3 +210,21 @@ def test_sigkill_then_the_same_command_resumes(tmp_path):
     assert len(resume) == 1 and resume[0]["iteration"] == killed_at
     iterations = [r["iteration"] for r in records if "loss" in r]
     assert iterations == list(range(1, 41))  # each iteration logged once, none lost
+
+
+def test_gating_keeps_selfplay_on_the_best_params(tmp_path):
+    """With gating on, self-play params change only at evaluations, and only to the trained
+    params of that moment; the gate's score is logged."""
+    config = _with_budget(dataclasses.replace(
+        CONFIG, eval=dataclasses.replace(CONFIG.eval, gating=True, gating_games=8,
+                                         gating_threshold=0.0)), 2)
+    learner = Learner(__import__("envs").make(config.game), config)
+    run = learner.init_state(jax.random.PRNGKey(0))
+    start = jax.tree.map(np.asarray, run.selfplay_params)
+    run, _ = learner.iteration(run, jax.random.PRNGKey(1))
+    for a, b in zip(jax.tree.leaves(start), jax.tree.leaves(run.selfplay_params), strict=True):
+        np.testing.assert_array_equal(a, b)  # training moved train.params, not these
+    result = train(config, tmp_path, show_progress=False)
+    gates = [r for r in map(json.loads, (tmp_path / "metrics.jsonl").read_text().splitlines())
+             if "gating/score" in r]
+    assert result.iterations == 2 and len(gates) == 1 and gates[0]["gating/accepted"] is True
