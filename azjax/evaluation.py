@@ -283,7 +283,8 @@ def evaluate_agent(spec: str, *, against: list[str], oracle: str | None, games: 
             args = (params, key, oracle_set.states, oracle_set.preserving)
             raw_error = 100 * int(raw_fn(*args)) / len(oracle_set.moves)
             search_error = 100 * int(search_fn(*args)) / len(oracle_set.moves)
-            lines.append(f"oracle {name:>18}: raw network {raw_error:6.2f}% errors, "
+            label = f"{oracle_set.title} ({name})" if oracle_set.title else name
+            lines.append(f"oracle {label:>32}: raw network {raw_error:6.2f}% errors, "
                          f"search {search_error:6.2f}% errors ({len(oracle_set.preserving)} "
                          "positions)")
     me = search_player(agent._search_fn, params, sims)
