@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 from envs.connect_four import ConnectFour
 from envs.core import Env
+from envs.draughts import Draughts
 from envs.tic_tac_toe import TicTacToe
 
 __all__ = ["available", "make", "register"]
@@ -13,6 +14,7 @@ __all__ = ["available", "make", "register"]
 _REGISTRY: dict[str, Callable[[], Env]] = {
     "tic_tac_toe": TicTacToe,
     "connect_four": ConnectFour,
+    "draughts": Draughts,
 }
 _INSTANCES: dict[str, Env] = {}
 

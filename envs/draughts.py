@@ -1,0 +1,486 @@
+"""English draughts (American checkers): 8x8 board, 12 men a side, no flying kings.
+
+Squares are numbered 1-32 as in PDN. Player 0 plays Black, starts on 1-12 and moves first, down
+the board; player 1 plays White, starts on 21-32 and moves up::
+
+       .   1   .   2   .   3   .   4        "up": towards row 0 (White is crowned on 1-4)
+       5   .   6   .   7   .   8   .
+       .   9   .  10   .  11   .  12        up-left    up-right
+      13   .  14   .  15   .  16   .               \\ /
+       .  17   .  18   .  19   .  20                 X
+      21   .  22   .  23   .  24   .               / \\
+       .  25   .  26   .  27   .  28        down-left  down-right
+      29   .  30   .  31   .  32   .        "down": towards row 7 (Black is crowned on 29-32)
+
+Actions (170) are absolute (not relative to the mover): ids 0-97 are the simple moves `a-b`
+between diagonal neighbours, sorted by (a, b); ids 98-169 the single jumps `axb`, sorted the
+same way. So 0 = `1-5`, 1 = `1-6`, 2 = `2-6`, 23 = `9-13`, 97 = `32-28`, 98 = `1x10`,
+111 = `9x18`, 169 = `32x23` (the full table is in docs/draughts.md). A multi-jump `9x18x27` is
+two actions, `9x18` then `18x27`, by the same player: `current_player` does not change while a
+capture must go on, and only the jumping piece may move. OpenSpiel's `checkers` shows the same
+board turned by 180 degrees (its player 0, "White" `o`, moves first, up from its rows 1-3):
+`action_to_openspiel` / `openspiel_to_action` map the ids.
+
+Rules: men move one square diagonally forward, kings one square in any diagonal direction;
+captures are mandatory and a capturing piece must keep capturing while it can (any sequence may
+be chosen); a captured piece leaves the board at once; a man reaching the far row is crowned and
+the move ends there; a player with no legal move loses. Draw rule (`draw_rule`):
+- "openspiel" (default, exactly OpenSpiel's): a counter of consecutive actions without a
+  capture, reset by a capture; at 40 the game is drawn (even if the next player is stuck);
+- "forty_move" (the official rule): 40 moves by each side (80 actions) with neither a capture
+  nor a man's move.
+
+The position is three 32-bit bitboards (bit s = square s + 1): each player's pieces and the
+kings. Legal moves come from shifts of whole bitboards: for each kind (move, jump) and direction
+one bitboard of the squares such moves leave from; an action is legal when its from-square's
+bit is set in its kind-and-direction bitboard.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import struct
+
+from envs.core import Env, status_line
+
+__all__ = ["Draughts", "State", "action_to_openspiel", "openspiel_to_action"]
+
+NUM_SQUARES = 32
+DRAW_RULES = {"openspiel": 40, "forty_move": 80}  # the counter value that draws the game
+_DIRECTIONS = ((-1, -1), (-1, 1), (1, -1), (1, 1))  # up-left, up-right, down-left, down-right
+_OPPOSITE = (3, 2, 1, 0)
+
+
+def _square_rc(square: int) -> tuple[int, int]:
+    """(row, col), row 0 on top, of a 0-based square index (PDN square - 1)."""
+    row = square // 4
+    return row, 2 * (square % 4) + (1 if row % 2 == 0 else 0)
+
+
+def _rc_square(row: int, col: int) -> int:
+    """0-based square index of (row, col), or -1 off the board or on a light square."""
+    if 0 <= row < 8 and 0 <= col < 8 and (row + col) % 2 == 1:
+        return row * 4 + col // 2
+    return -1
+
+
+def _bits(squares) -> int:
+    return sum(1 << int(s) for s in squares)
+
+
+def _action_table() -> np.ndarray:
+    """int32 [170, 5]: (from, to, over, is_jump, direction) per action, moves then jumps, each
+    sorted by (from, to); over = from for a move."""
+    rows = []
+    for jump in (0, 1):
+        for sq in range(NUM_SQUARES):
+            for direction, (dr, dc) in enumerate(_DIRECTIONS):
+                row, col = _square_rc(sq)
+                to = _rc_square(row + (1 + jump) * dr, col + (1 + jump) * dc)
+                if to >= 0:
+                    over = _rc_square(row + dr, col + dc) if jump else sq
+                    rows.append((jump, sq, to, over, direction))
+    rows.sort()
+    return np.array([(f, t, o, j, d) for j, f, t, o, d in rows], dtype=np.int32)
+
+
+_ACTIONS = _action_table()
+NUM_ACTIONS = len(_ACTIONS)
+_FROM, _TO, _OVER, _IS_JUMP, _DIRECTION = (_ACTIONS[:, i] for i in range(5))
+_IS_JUMP = _IS_JUMP.astype(bool)
+_ACTION_ID = {(int(f), int(t)): a for a, (f, t) in enumerate(_ACTIONS[:, :2])}
+# Each action's kind-and-direction bitboard (4 * is_jump + direction) and from-square bit.
+_BLOCK = (4 * _IS_JUMP + _DIRECTION).astype(np.int32)
+_FROM_BIT = np.array([1 << int(f) for f in _FROM], np.uint32)
+
+
+def _shift_table() -> list[list[tuple[int, int]]]:
+    """For each direction, (shift, source squares bitboard) pairs: the neighbour of square s in
+    that direction is s + shift for the sources of each pair (shift 3, 4 or 5, signed)."""
+    table = []
+    for dr, dc in _DIRECTIONS:
+        by_shift: dict[int, list[int]] = {}
+        for sq in range(NUM_SQUARES):
+            to = _rc_square(_square_rc(sq)[0] + dr, _square_rc(sq)[1] + dc)
+            if to >= 0:
+                by_shift.setdefault(to - sq, []).append(sq)
+        table.append(sorted((shift, _bits(squares)) for shift, squares in by_shift.items()))
+    return table
+
+
+_SHIFTS = _shift_table()
+_ALL = np.uint32(0xFFFFFFFF)
+_CROWN_ROW = np.array([_bits(range(28, 32)), _bits(range(4))], np.uint32)  # by player
+# 8x8 cells, row-major: the bit of the cell's square (0 on light cells).
+_CELL_BIT = np.array([1 << sq if sq >= 0 else 0 for sq in
+                      (_rc_square(r, c) for r in range(8) for c in range(8))], np.uint32)
+# The 180-degree turn: square s <-> 31 - s; each action's image.
+_ROTATED = np.array([_ACTION_ID[31 - int(f), 31 - int(t)] for f, t in _ACTIONS[:, :2]], np.int32)
+
+
+def _openspiel_ids() -> np.ndarray:
+    """int32 [170]: OpenSpiel's id of each action. OpenSpiel's board is ours turned by 180
+    degrees; its id is ((row * 8 + col) * 4 + direction) * 2 + is_jump in its own frame
+    (row 0 on top), directions 0-3 = up-left, up-right, down-right, down-left."""
+    theirs = {(-1, -1): 0, (-1, 1): 1, (1, 1): 2, (1, -1): 3}
+    ids = []
+    for f, _, _, jump, direction in _ACTIONS:
+        row, col = _square_rc(int(f))
+        dr, dc = _DIRECTIONS[direction]
+        ids.append((((7 - row) * 8 + 7 - col) * 4 + theirs[-dr, -dc]) * 2 + int(jump))
+    return np.array(ids, np.int32)
+
+
+OPENSPIEL_IDS = _openspiel_ids()
+_FROM_OPENSPIEL = {int(o): a for a, o in enumerate(OPENSPIEL_IDS)}
+
+
+def action_to_openspiel(action: int) -> int:
+    """OpenSpiel `checkers` action id (0-511) of our action id (0-169)."""
+    if not 0 <= int(action) < NUM_ACTIONS:
+        raise ValueError(f"draughts action id must be 0-{NUM_ACTIONS - 1}, got {action}")
+    return int(OPENSPIEL_IDS[int(action)])
+
+
+def openspiel_to_action(openspiel_id: int) -> int:
+    """Our action id of an OpenSpiel `checkers` action id; ValueError for the ids that leave
+    the board or start on a light square (never legal in OpenSpiel either)."""
+    if int(openspiel_id) not in _FROM_OPENSPIEL:
+        raise ValueError(f"OpenSpiel checkers action {openspiel_id} is never a legal move")
+    return _FROM_OPENSPIEL[int(openspiel_id)]
+
+
+@struct.dataclass
+class State:
+    current_player: jax.Array  # int32 []
+    legal_action_mask: jax.Array  # bool [170]
+    rewards: jax.Array  # float32 [2]
+    terminated: jax.Array  # bool []
+    truncated: jax.Array  # bool []
+    step_count: jax.Array  # int32 []
+    pieces: jax.Array  # uint32 [2]: bitboard of each player's pieces (bit s = square s + 1)
+    kings: jax.Array  # uint32 []: bitboard of the kings, both colours
+    jumper: jax.Array  # int8 []: square index of the piece that must keep capturing, else -1
+    counter: jax.Array  # int8 []: actions counted towards the draw rule
+
+
+def _neighbours(bb: jax.Array, direction: int) -> jax.Array:
+    """The squares next to those of `bb` in `direction` (off-board neighbours dropped)."""
+    out = jnp.uint32(0)
+    for shift, sources in _SHIFTS[direction]:
+        moved = bb & np.uint32(sources)
+        out = out | (moved << shift if shift > 0 else moved >> -shift)
+    return out
+
+
+def _jump_words(mine, theirs, kings, player, movers) -> jax.Array:
+    """uint32 [4]: per direction, the squares of `movers` (pieces of `player`) that can jump."""
+    empty = ~(mine | theirs)
+    words = []
+    for direction in range(4):
+        back = _OPPOSITE[direction]  # the squares whose neighbour in `direction` is in a set
+        forward = (player == 0) == (direction >= 2)
+        able = movers & (kings | jnp.where(forward, _ALL, jnp.uint32(0)))
+        words.append(able & _neighbours(theirs & _neighbours(empty, back), back))
+    return jnp.stack(words)
+
+
+def _move_words(mine, theirs, kings, player, jumper) -> jax.Array:
+    """uint32 [8]: per block (kind, direction), the bitboard of the squares its legal actions
+    leave from. Jumps only (and only by `jumper` when >= 0) if any jump exists."""
+    only = jnp.where(jumper >= 0, jnp.uint32(1) << jnp.maximum(jumper, 0).astype(jnp.uint32),
+                     _ALL)
+    jumps = _jump_words(mine, theirs, kings, player, mine & only)
+    empty = ~(mine | theirs)
+    steps = []
+    for direction in range(4):
+        forward = (player == 0) == (direction >= 2)
+        able = mine & (kings | jnp.where(forward, _ALL, jnp.uint32(0)))
+        steps.append(able & _neighbours(empty, _OPPOSITE[direction]))
+    steps = jnp.where(jnp.any(jumps != 0), jnp.uint32(0), jnp.stack(steps))
+    return jnp.concatenate([steps, jumps])
+
+
+def _mask(words: jax.Array) -> jax.Array:
+    """bool [170] from the eight kind-and-direction bitboards: each action's from-square bit in
+    its own bitboard (one fused elementwise pass; as fast as a gather and quicker to compile
+    than slicing per bitboard)."""
+    selected = jnp.uint32(0)
+    for k in range(8):
+        selected = selected | jnp.where(k == _BLOCK, words[k], jnp.uint32(0))
+    return (selected & _FROM_BIT) != 0
+
+
+class Draughts(Env):
+    name = "draughts"
+    num_actions = NUM_ACTIONS
+    # Planes, 8x8 with row 0 on top as in the diagram: my men, my kings, their men, their kings,
+    # the piece that must continue a capture, "player 1 (White) to move" (all ones or zeros:
+    # which way is forward), draw counter / draw limit (all cells).
+    observation_shape = (8, 8, 7)
+
+    def __init__(self, draw_rule: str = "openspiel") -> None:
+        if draw_rule not in DRAW_RULES:
+            raise ValueError(f"draw_rule must be one of {sorted(DRAW_RULES)}, got {draw_rule!r}")
+        self.draw_rule = draw_rule
+        self.draw_limit = DRAW_RULES[draw_rule]
+        # A sound bound. Captures: at most 12 + 11 = 23 (a side with no piece has lost). Between
+        # two counter resets at most limit - 1 actions, and limit after the last. "openspiel"
+        # resets on captures only: 40 * 23 + 40 = 960. "forty_move" also resets on each man's
+        # move, at most 24 men x 7 rows = 168 of them: 80 * (23 + 168) + 80 = 15,360.
+        resets = 23 if draw_rule == "openspiel" else 23 + 24 * 7
+        self.max_game_length = self.draw_limit * (resets + 1)
+
+    def __repr__(self) -> str:
+        return f"Draughts(draw_rule={self.draw_rule!r})"
+
+    # ---- rules -------------------------------------------------------------------------------
+
+    def _init(self) -> State:
+        pieces = jnp.array([_bits(range(12)), _bits(range(20, 32))], jnp.uint32)
+        return self._state(pieces, jnp.uint32(0), jnp.int32(0), jnp.int8(-1), jnp.int8(0))
+
+    def _state(self, pieces, kings, player, jumper, counter) -> State:
+        """A state from its position, with its mask and end computed (zero rewards)."""
+        words = _move_words(pieces[player], pieces[1 - player], kings, player, jumper)
+        done = jnp.all(words == 0) | (counter >= self.draw_limit)
+        return State(
+            current_player=player,
+            legal_action_mask=_mask(words) | done,
+            rewards=jnp.zeros(2, jnp.float32),
+            terminated=done,
+            truncated=jnp.bool_(False),
+            step_count=jnp.int32(0),
+            pieces=pieces,
+            kings=kings,
+            jumper=jumper,
+            counter=counter,
+        )
+
+    def _apply_legal_action(self, state: State, action: jax.Array) -> State:
+        mover = state.current_player
+        frm, to, over = (jnp.asarray(t, jnp.uint32)[action] for t in (_FROM, _TO, _OVER))
+        jump = jnp.asarray(_IS_JUMP)[action]
+        one = jnp.uint32(1)
+        from_bit, to_bit = one << frm, one << to
+        over_bit = jnp.where(jump, one << over, jnp.uint32(0))
+        was_king = (state.kings & from_bit) != 0
+        crowned = ~was_king & ((to_bit & jnp.asarray(_CROWN_ROW)[mover]) != 0)
+        mine = (state.pieces[mover] & ~from_bit) | to_bit
+        theirs = state.pieces[1 - mover] & ~over_bit
+        kings = (state.kings & ~from_bit & ~over_bit) | jnp.where(was_king | crowned, to_bit,
+                                                                 jnp.uint32(0))
+        pieces = jnp.where(mover == 0, jnp.stack([mine, theirs]), jnp.stack([theirs, mine]))
+
+        # The jumping piece goes on if it can jump again (a man just crowned cannot).
+        again = jump & ~crowned & jnp.any(_jump_words(mine, theirs, kings, mover, to_bit) != 0)
+        player = jnp.where(again, mover, 1 - mover)
+        jumper = jnp.where(again, to.astype(jnp.int8), jnp.int8(-1))
+        resets = jump | (~was_king & (self.draw_rule == "forty_move"))
+        counter = jnp.where(resets, 0, state.counter + 1).astype(jnp.int8)
+
+        words = _move_words(pieces[player], pieces[1 - player], kings, player, jumper)
+        draw = counter >= self.draw_limit
+        stuck = jnp.all(words == 0) & ~draw
+        loser_sign = jnp.where(player == 0, -1.0, 1.0)
+        rewards = jnp.where(stuck, jnp.array([1.0, -1.0]) * loser_sign, 0.0).astype(jnp.float32)
+        return state.replace(
+            current_player=player,
+            legal_action_mask=_mask(words),
+            rewards=rewards,
+            terminated=draw | stuck,
+            pieces=pieces,
+            kings=kings,
+            jumper=jumper,
+            counter=counter,
+        )
+
+    def observe(self, state: State) -> jax.Array:
+        """float32 [8, 8, 7] (planes listed at `observation_shape`), the mover's pieces first."""
+        me = state.current_player
+        mine, theirs, kings = state.pieces[me], state.pieces[1 - me], state.kings
+        jumper = jnp.where(state.jumper >= 0,
+                           jnp.uint32(1) << jnp.maximum(state.jumper, 0).astype(jnp.uint32),
+                           jnp.uint32(0))
+        none = jnp.uint32(0)
+        words = jnp.stack([mine & ~kings, mine & kings, theirs & ~kings, theirs & kings, jumper,
+                           none, none])
+        zero = jnp.float32(0)
+        constant = jnp.stack([zero, zero, zero, zero, zero, me.astype(jnp.float32),
+                              state.counter.astype(jnp.float32) / self.draw_limit])
+        # One fused elementwise pass: cell c of plane p is the bit of c's square in words[p]
+        # (a light cell's bit is 0, so it stays 0), plus the plane's constant.
+        bits = ((words[None, :] & _CELL_BIT[:, None]) != 0).astype(jnp.float32)
+        return (bits + constant[None, :]).reshape(8, 8, 7)
+
+    def symmetries(self, obs: jax.Array, policy: jax.Array) -> tuple[jax.Array, jax.Array]:
+        """Identity and the 180-degree turn with the colours swapped: ([2, 8, 8, 7], [2, 170]).
+
+        No reflection or quarter turn keeps dark squares dark and forward forward, so the board
+        alone has no symmetry. But turning the board and swapping the colours (Black's men
+        become White's on the turned squares, and forward turns with them) is an exact symmetry
+        of the rules: the turned position with the other colour to move has the same value and
+        the turned moves. The planes already say "mine" and "theirs", so besides the turn only
+        the "player 1 to move" plane flips.
+        """
+        turned = obs[::-1, ::-1]
+        turned = turned.at[..., 5].set(1.0 - turned[..., 5])
+        return jnp.stack([obs, turned]), jnp.stack([policy, policy[_ROTATED]])
+
+    # ---- positions and notation (host side) --------------------------------------------------
+
+    @staticmethod
+    def board(state: State) -> np.ndarray:
+        """int8 [32] by PDN square - 1: 0 empty, 1 / 2 Black man / king, -1 / -2 White's."""
+        bit = 1 << np.arange(NUM_SQUARES, dtype=np.uint64)
+        black, white = (np.uint64(int(p)) & bit != 0 for p in np.asarray(state.pieces))
+        king = np.uint64(int(state.kings)) & bit != 0
+        return ((black.astype(np.int8) - white) * (1 + king)).astype(np.int8)
+
+    def from_fen(self, fen: str, *, jumper: int | None = None, counter: int = 0) -> State:
+        """A state from a PDN FEN such as `B:W18,24,K27:B12,16,K2` (B = Black = player 0 to move;
+        K marks a king; ranges like `1-12` allowed). `jumper` is the PDN square of a piece that
+        must continue a capture; `counter` the draw counter. Raises ValueError on bad input."""
+        text = fen.strip().strip('"').rstrip(".")
+        parts = text.split(":")
+        if len(parts) != 3 or parts[0] not in ("B", "W"):
+            raise ValueError(f"a FEN looks like 'B:W21,22:B1,K2' (side to move first), got {fen!r}")
+        squares = {"B": [], "W": []}
+        kings = []
+        for part in parts[1:]:
+            if not part or part[0] not in "BW":
+                raise ValueError(f"each FEN side starts with B or W, got {part!r} in {fen!r}")
+            for item in filter(None, part[1:].split(",")):
+                king = item.startswith("K")
+                found = re.fullmatch(r"(\d{1,2})(?:-(\d{1,2}))?", item[king:])
+                low, high = (found.group(1), found.group(2) or found.group(1)) if found else (0, 0)
+                if not found or not 1 <= int(low) <= int(high) <= NUM_SQUARES:
+                    raise ValueError(f"bad FEN square {item!r} in {fen!r}")
+                span = range(int(low) - 1, int(high))
+                squares[part[0]].extend(span)
+                kings.extend(span if king else [])
+        if set(squares["B"]) & set(squares["W"]):
+            raise ValueError(f"a square holds pieces of both colours in {fen!r}")
+        if not 0 <= counter < 128:
+            raise ValueError(f"counter must be 0-127, got {counter}")
+        player = "BW".index(parts[0])
+        if jumper is not None and not (1 <= jumper <= NUM_SQUARES
+                                       and jumper - 1 in squares[parts[0]]):
+            raise ValueError(f"square {jumper} holds no piece of the player to move")
+        pieces = jnp.array([_bits(squares["B"]), _bits(squares["W"])], jnp.uint32)
+        state = _jitted(self, "_state")(pieces, jnp.uint32(_bits(kings)), jnp.int32(player),
+                                        jnp.int8(-1 if jumper is None else jumper - 1),
+                                        jnp.int8(counter))
+        if jumper is not None and not np.asarray(state.legal_action_mask)[98:].any():
+            raise ValueError(f"the piece on {jumper} has no capture to continue")
+        return state
+
+    def to_fen(self, state: State) -> str:
+        """The PDN FEN of a state's pieces and player to move (`B:W...:B...`)."""
+        board = self.board(state)
+
+        def side(sign):
+            return ",".join(("K" if v == 2 * sign else "") + str(s + 1)
+                            for s, v in enumerate(board) if v * sign > 0)
+
+        return f"{'BW'[int(state.current_player)]}:W{side(-1)}:B{side(1)}"
+
+    def render(self, state: State) -> str:
+        """The board (b/B Black men/kings, w/W White's, `.` empty) beside the square numbers."""
+        board = self.board(state)
+        glyph = {0: ".", 1: "b", 2: "B", -1: "w", -2: "W"}
+        lines = []
+        for row in range(8):
+            cells, numbers = [], []
+            for col in range(8):
+                sq = _rc_square(row, col)
+                cells.append("   " if sq < 0 else f" {glyph[int(board[sq])]} ")
+                numbers.append("   " if sq < 0 else f"{sq + 1:>2} ")
+            lines.append(("".join(cells) + "    " + "".join(numbers)).rstrip())
+        draw = int(state.counter) >= self.draw_limit
+        winner = None if draw else 1 - int(state.current_player)
+        lines.append(status_line(state, winner, ("Black (b)", "White (w)")))
+        if not bool(state.terminated | state.truncated) and int(state.jumper) >= 0:
+            lines.append(f"The capture goes on with the piece on {int(state.jumper) + 1}.")
+        lines.append(f"Draw counter: {int(state.counter)}/{self.draw_limit} ({self.draw_rule}).")
+        return "\n".join(lines)
+
+    def action_to_str(self, action: int) -> str:
+        """`9-13` for a simple move, `9x18` for one jump."""
+        if not 0 <= int(action) < NUM_ACTIONS:
+            raise ValueError(f"draughts action id must be 0-{NUM_ACTIONS - 1}, got {action}")
+        f, t, _, jump, _ = _ACTIONS[int(action)]
+        return f"{f + 1}{'x' if jump else '-'}{t + 1}"
+
+    def str_to_action(self, text: str) -> int:
+        text = text.strip()
+        found = re.fullmatch(r"([0-9]{1,2})([-x])([0-9]{1,2})", text)
+        if found is None:
+            raise ValueError("a draughts action is 'from-to' (a move) or 'fromxto' (one jump) "
+                             f"with squares 1-32, got {text!r}")
+        f, sep, t = int(found.group(1)) - 1, found.group(2), int(found.group(3)) - 1
+        action = _ACTION_ID.get((f, t))
+        if action is None or _IS_JUMP[action] != (sep == "x"):
+            kind = "one jump (two squares on a diagonal)" if sep == "x" else \
+                "a move to a diagonal neighbour"
+            raise ValueError(f"{text!r} is not {kind} between squares 1-32")
+        return action
+
+    def legal_moves(self, state: State) -> dict[str, list[int]]:
+        """Every whole legal move of the player to move, in PDN (`9-13`, `9x18x27`), with its
+        successive action ids (from a state mid-capture: the rest of the capture)."""
+        if bool(state.terminated | state.truncated):
+            return {}
+        step = _jitted(self, "step")
+        moves: dict[str, list[int]] = {}
+        pending = [(state, [])]
+        while pending:
+            node, path = pending.pop()
+            for action in np.flatnonzero(np.asarray(node.legal_action_mask)).tolist():
+                child = step(node, jnp.int32(action))
+                if not bool(child.terminated) and int(child.jumper) >= 0:
+                    pending.append((child, path + [action]))
+                else:
+                    moves[self.format_move(path + [action])] = path + [action]
+        return dict(sorted(moves.items(), key=lambda m: [int(s) for s in re.split("[-x]", m[0])]))
+
+    def parse_move(self, state: State, text: str) -> list[int]:
+        """The action ids of a whole PDN move from `state`: `9-13`, `9x18x27`, or the short form
+        `9x27` when one capture only goes from 9 to 27. Raises ValueError naming the legal
+        moves."""
+        if bool(state.terminated | state.truncated):
+            raise ValueError("the game is over: no move can be played")
+        text = text.strip()
+        if re.fullmatch(r"[0-9]{1,2}(-[0-9]{1,2}|(x[0-9]{1,2})+)", text) is None:
+            raise ValueError(f"a draughts move looks like '9-13' or '9x18x27', got {text!r}")
+        moves = self.legal_moves(state)
+        if text in moves:
+            return moves[text]
+        ends = text.split("x")
+        short = [m for m in moves if len(ends) == 2 and "x" in m
+                 and (m.split("x")[0], m.split("x")[-1]) == (ends[0], ends[1])]
+        if len(short) == 1:
+            return moves[short[0]]
+        why = f"ambiguous ({', '.join(short)})" if short else "not legal here"
+        raise ValueError(f"{text!r} is {why}; legal moves: {', '.join(moves)}")
+
+    def format_move(self, actions) -> str:
+        """PDN of successive action ids by one player: [`9x18`, `18x27`] -> `9x18x27`."""
+        names = [self.action_to_str(int(a)) for a in actions]
+        if len(names) == 1:
+            return names[0]
+        hops = [name.split("x") for name in names]
+        if not names or any(len(h) != 2 for h in hops) or any(
+                a[1] != b[0] for a, b in zip(hops, hops[1:], strict=False)):
+            raise ValueError(f"actions {names} do not chain into one move")
+        return "x".join([hops[0][0]] + [h[1] for h in hops])
+
+
+@functools.cache
+def _jitted(env: Draughts, method: str):
+    return jax.jit(getattr(env, method))
