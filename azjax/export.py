@@ -3,27 +3,13 @@
 from __future__ import annotations
 
 import json
-import platform
 from pathlib import Path
 
 from azjax.agent import resolve_model_dir
 from azjax.checkpoint import CheckpointError, load_model, save_model
+from azjax.metrics import machine_description
 
 __all__ = ["export_model"]
-
-
-def _machine() -> str:
-    import os
-
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{cpu}, {os.cpu_count()} cores, {platform.system()}"
 
 
 def export_model(run_dir: str | Path, snapshot: str | None, to: str | Path) -> Path:
@@ -43,7 +29,7 @@ def export_model(run_dir: str | Path, snapshot: str | None, to: str | Path) -> P
         "num_simulations": config.eval.num_simulations or config.search.num_simulations,
         "search": {"algorithm": config.search.algorithm},
         "seed": config.seed,
-        "machine": _machine(),
+        "machine": machine_description(),
         "source": str(source),
         "time_to_perfect_s": end[-1].get("time_to_perfect_s") if end else None,
     }

@@ -7,7 +7,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-__all__ = ["MetricsLogger", "plot_curves", "read_metrics"]
+__all__ = ["MetricsLogger", "machine_description", "plot_curves", "read_metrics"]
 
 _CURVES = (  # (title, metric keys) per panel of curves.png
     ("loss", ("loss/value", "loss/policy")),
@@ -15,6 +15,24 @@ _CURVES = (  # (title, metric keys) per panel of curves.png
     ("arena score", ("eval/vs_random/score", "eval/vs_greedy/score")),
     ("self-play results", ("selfplay/first_player_win_rate", "selfplay/draw_rate")),
 )
+
+
+def machine_description() -> str:
+    """`<CPU model>, <n> cores, jax <version> (<backend>)`, for model cards and benchmarks."""
+    import os
+    import platform
+
+    import jax
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{cpu}, {os.cpu_count()} cores, jax {jax.__version__} ({jax.default_backend()})"
 
 
 def read_metrics(path: str | Path) -> list[dict[str, Any]]:

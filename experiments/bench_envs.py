@@ -15,10 +15,7 @@ Every configuration is compiled and warmed up first; then the timed calls run in
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import statistics
-import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -28,6 +25,7 @@ import jax.numpy as jnp
 import pgx
 
 import envs
+from azjax.metrics import machine_description
 
 
 @dataclass(frozen=True)
@@ -89,15 +87,7 @@ def steps_per_call(batch: int) -> int:
 
 
 def machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        lines = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
-        cpu = next(ln.split(":", 1)[1].strip() for ln in lines.splitlines()
-                   if ln.startswith("Model name"))
-    except (OSError, subprocess.CalledProcessError, StopIteration):
-        pass
-    return f"{cpu}, nproc={os.cpu_count()}, jax {jax.__version__} ({jax.default_backend()}), " \
-           f"pgx {pgx.__version__}"
+    return f"{machine_description()}, pgx {pgx.__version__}"
 
 
 def main() -> None:
