@@ -21,7 +21,14 @@ from azjax.config import SearchConfig
 from azjax.network import ApplyFn
 from envs.core import Env
 
-__all__ = ["SearchOutput", "make_recurrent_fn", "make_root_fn", "make_search", "masked_logits"]
+__all__ = [
+    "SearchOutput",
+    "make_recurrent_fn",
+    "make_root_fn",
+    "make_search",
+    "masked_logits",
+    "qtransform_from_name",
+]
 
 _ILLEGAL_LOGIT = -1e9  # finite, so softmaxes stay NaN-free even when every action is masked
 
@@ -78,7 +85,8 @@ def make_recurrent_fn(env: Env, apply_fn: ApplyFn):
     return recurrent_fn
 
 
-def _qtransform(name: str):
+def qtransform_from_name(name: str):
+    """mctx's qtransform for a `SearchConfig.qtransform` name (min-max uses the game range)."""
     if name == "completed_by_mix_value":
         return mctx.qtransform_completed_by_mix_value
     if name == "by_parent_and_siblings":
@@ -96,7 +104,7 @@ def make_search(env: Env, apply_fn: ApplyFn, config: SearchConfig):
     """
     root_fn = make_root_fn(env, apply_fn)
     recurrent_fn = make_recurrent_fn(env, apply_fn)
-    qtransform = _qtransform(config.qtransform)
+    qtransform = qtransform_from_name(config.qtransform)
 
     def search(variables: Any, key: chex.PRNGKey, states: Any, *,
                num_simulations: int | None = None, noise: bool = True) -> SearchOutput:
