@@ -26,9 +26,7 @@ import argparse
 import dataclasses
 import functools
 import os
-import platform
 import statistics
-import subprocess
 import time
 from pathlib import Path
 
@@ -39,8 +37,9 @@ import pgx
 
 import envs
 from azjax.config import ExperimentConfig, load_config
+from azjax.metrics import machine_description
 from azjax.network import count_flops, init_network, make_network
-from azjax.search import make_search
+from azjax.search import make_search, qtransform_from_name
 from azjax.selfplay import init_selfplay, make_selfplay, resolve_lengths
 
 DEFAULT_CONFIG = Path(__file__).with_name("connect_four.yaml")
@@ -68,13 +67,7 @@ def build_config(args: argparse.Namespace) -> tuple[ExperimentConfig, str]:
     return dataclasses.replace(config, search=search, selfplay=selfplay), source
 
 
-def qtransform_for(name: str):
-    """mctx's qtransform for a `SearchConfig.qtransform` name."""
-    if name == "completed_by_mix_value":
-        return mctx.qtransform_completed_by_mix_value
-    if name == "by_parent_and_siblings":
-        return mctx.qtransform_by_parent_and_siblings
-    return functools.partial(mctx.qtransform_by_min_max, min_value=-1.0, max_value=1.0)
+qtransform_for = qtransform_from_name  # the same mapping training uses
 
 
 # ---- azjax side ------------------------------------------------------------------------------
@@ -185,15 +178,7 @@ def make_network_only(apply_fn, batch: int, calls: int, observation_shape):
 
 
 def machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        lines = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
-        cpu = next(ln.split(":", 1)[1].strip() for ln in lines.splitlines()
-                   if ln.startswith("Model name"))
-    except (OSError, subprocess.CalledProcessError, StopIteration):
-        pass
-    return (f"{cpu}, nproc={os.cpu_count()}, jax {jax.__version__} ({jax.default_backend()}), "
-            f"mctx {mctx.__version__}, pgx {pgx.__version__}")
+    return f"{machine_description()}, mctx {mctx.__version__}, pgx {pgx.__version__}"
 
 
 def load_average() -> str:
