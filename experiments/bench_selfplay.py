@@ -54,7 +54,8 @@ def build_config(args: argparse.Namespace) -> tuple[ExperimentConfig, str]:
     """The experiment config (file or defaults) with the benchmark's flags applied."""
     path = Path(args.config)
     if path.is_file():
-        config, source = load_config(path), os.path.relpath(path)
+        inside = path.resolve().is_relative_to(Path.cwd())
+        config, source = load_config(path), os.path.relpath(path) if inside else str(path)
     else:
         config, source = ExperimentConfig(game="connect_four"), "ExperimentConfig defaults"
     if config.game != "connect_four":
