@@ -19,7 +19,7 @@ from azjax import baselines
 from azjax.config import ExperimentConfig
 from azjax.evaluate import ArenaResult, elo_difference, run_arena
 from azjax.oracle import OracleSet, load_oracle
-from azjax.search import make_search, masked_logits
+from azjax.search import masked_logits
 from envs.core import Env
 
 __all__ = ["Evaluator", "evaluate_agent", "is_perfect", "make_opponent", "oracle_errors"]
@@ -100,7 +100,7 @@ class Evaluator:
         self.num_simulations = config.eval.num_simulations or config.search.num_simulations
         self.opponents = {name: make_opponent(env, name) for name in config.eval.opponents}
         self.apply_fn = learner.apply_fn
-        self.search_fn = make_search(env, learner.apply_fn, config.search)
+        self.search_fn = learner.search_fn  # the same search self-play runs
         self._evaluations = 0
         self._compiled: dict[str, Any] = {}
         self._pending = None
