@@ -77,6 +77,7 @@ class SelfPlayConfig:
     random_opening_prob: float = 0.0  # share of games that open with random moves
     random_opening_max_moves: int = 0  # such a game opens with 1..max uniform random moves
     symmetries: bool = True  # augment training samples with a random symmetry of the game
+    search_value_weight: float = 0.0  # value target (1 - w) * outcome + w * root search value
 
 
 @dataclasses.dataclass(frozen=True)
@@ -292,6 +293,7 @@ def _validate(config: ExperimentConfig) -> None:
     _require(play.batch_size >= 1, "selfplay.batch_size", "must be >= 1")
     _require(play.chunk_length >= 0, "selfplay.chunk_length", "must be >= 0")
     _require(play.max_game_length >= 0, "selfplay.max_game_length", "must be >= 0")
+    _require(0.0 <= play.search_value_weight <= 1.0, "selfplay.search_value_weight", "in [0, 1]")
     _require(0.0 <= play.random_opening_prob <= 1.0, "selfplay.random_opening_prob", "in [0, 1]")
     _require(play.random_opening_max_moves >= 0, "selfplay.random_opening_max_moves", ">= 0")
     _require(play.random_opening_prob == 0 or play.random_opening_max_moves >= 1,

@@ -84,6 +84,7 @@ def _empty_records(env: Env, length: int, batch: int) -> StepRecord:
     return StepRecord(
         observation=jnp.zeros((length, batch, *env.observation_shape), jnp.float32),
         policy=jnp.zeros((length, batch, env.num_actions), jnp.float32),
+        search_value=jnp.zeros((length, batch), jnp.float32),
         player=jnp.zeros((length, batch), jnp.int32),
         in_opening=jnp.zeros((length, batch), jnp.bool_),
         rewards=jnp.zeros((length, batch, 2), jnp.float32),
@@ -133,6 +134,7 @@ def make_selfplay(env: Env, search_fn, config: SelfPlayConfig):
         record = StepRecord(
             observation=jax.vmap(env.observe)(games),
             policy=out.policy,
+            search_value=out.value,
             player=games.current_player,
             in_opening=in_opening,
             rewards=stepped.rewards,
@@ -152,7 +154,7 @@ def make_selfplay(env: Env, search_fn, config: SelfPlayConfig):
             lambda carry, k: play_step(variables, carry, k),
             (state.games, state.opening_moves), keys)
         positions, emit, emitted_now = emit_positions(
-            state.previous, state.previous_emitted, records)
+            state.previous, state.previous_emitted, records, config.search_value_weight)
         finished = records.done
         rewards0 = records.rewards[..., 0]
         num_finished = jnp.sum(finished)

@@ -23,6 +23,7 @@ class StepRecord:
 
     observation: jax.Array  # float32 [..., *obs]: the position, mover's view
     policy: jax.Array  # float32 [..., A]: search policy at the position
+    search_value: jax.Array  # float32 [...]: the search's value of the position, mover's view
     player: jax.Array  # int32 [...]: player to move at the position
     in_opening: jax.Array  # bool [...]: a random opening move was played here
     rewards: jax.Array  # float32 [..., 2]: rewards of the step taken from the position
@@ -55,12 +56,16 @@ def value_targets(records: StepRecord) -> tuple[jax.Array, jax.Array, jax.Array]
     return z, finished, known
 
 
-def emit_positions(previous: StepRecord, previous_emitted: jax.Array, current: StepRecord):
+def emit_positions(previous: StepRecord, previous_emitted: jax.Array, current: StepRecord,
+                   search_value_weight: float = 0.0):
     """Positions whose game ended by the end of `current`, each emitted exactly once.
 
     Args:
       previous: StepRecord [T, B], the last chunk; previous_emitted: bool [T, B].
       current: StepRecord [T, B], this chunk.
+      search_value_weight: the value target is (1 - w) z + w q, q the search's root value.
+        Averaging the two trades z's noise (one sampled game) for q's bias (the network's own
+        estimate); w = 0 is AlphaZero's target.
 
     Returns:
       positions: Positions [2T * B]; emit: bool [2T * B]; current_emitted: bool [T, B], the
@@ -74,7 +79,7 @@ def emit_positions(previous: StepRecord, previous_emitted: jax.Array, current: S
     positions = Positions(
         observation=window.observation,
         policy=window.policy,
-        value=z,
+        value=(1.0 - search_value_weight) * z + search_value_weight * window.search_value,
         value_mask=known & ~window.in_opening,
     )
     flat = jax.tree.map(lambda x: x.reshape(-1, *x.shape[2:]), positions)

@@ -14,7 +14,8 @@ from azjax.selfplay import init_selfplay, make_selfplay
 from azjax.targets import StepRecord, emit_positions, value_targets
 
 
-def _records(player, done, rewards0, *, truncated=None, in_opening=None, valid=None):
+def _records(player, done, rewards0, *, truncated=None, in_opening=None, valid=None,
+             search_value=None):
     """StepRecord [T, B] from [T, B] lists; rewards0 is player 0's reward at each step."""
     player = jnp.array(player, jnp.int32)
     shape = player.shape
@@ -22,6 +23,8 @@ def _records(player, done, rewards0, *, truncated=None, in_opening=None, valid=N
     return StepRecord(
         observation=jnp.arange(np.prod(shape), dtype=jnp.float32).reshape(*shape, 1),
         policy=jnp.ones((*shape, 2), jnp.float32) / 2,
+        search_value=(jnp.zeros(shape, jnp.float32) if search_value is None
+                      else jnp.array(search_value, jnp.float32)),
         player=player,
         in_opening=jnp.zeros(shape, bool) if in_opening is None else jnp.array(in_opening),
         rewards=jnp.stack([r0, -r0], axis=-1),
@@ -87,6 +90,17 @@ def test_a_game_spanning_two_chunks_is_emitted_once_with_its_result():
     np.testing.assert_array_equal(emit[:, 1], [0, 0, 1, 1, 1, 1])
     np.testing.assert_array_equal(z[2:, 1], [0, 0, 0, 0])
     np.testing.assert_array_equal(emitted2, [[1, 1], [1, 1], [0, 1]])
+
+
+def test_search_value_weight_mixes_outcome_and_search_value():
+    # Player 0 wins; the search valued the three positions 0.5, -0.25 and 1 for their movers.
+    records = _records(player=[[0], [1], [0]], done=[[False], [False], [True]],
+                       rewards0=[[0], [0], [1]], search_value=[[0.5], [-0.25], [1.0]])
+    empty = jax.tree.map(jnp.zeros_like, records)
+    for weight, expected in [(0.0, [1, -1, 1]), (0.5, [0.75, -0.625, 1.0]),
+                             (1.0, [0.5, -0.25, 1.0])]:
+        positions, _, _ = emit_positions(empty, jnp.zeros((3, 1), bool), records, weight)
+        np.testing.assert_allclose(np.asarray(positions.value)[3:], expected)
 
 
 def test_opening_positions_have_no_value_loss():
