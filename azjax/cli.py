@@ -149,12 +149,37 @@ def export(
     snapshot: Annotated[str | None, typer.Argument(
         help="Snapshot iteration (default: newest)")] = None,
     to: Annotated[Path, typer.Option("--to", help="Output directory")] = Path("model"),
+    simulations: Annotated[int | None, typer.Option(
+        help="The model's default search simulations (default: the run's evaluation setting)")
+    ] = None,
+    oracle: Annotated[str | None, typer.Option(
+        help="Score the exported model on every position of the game's oracle (bare) or of "
+             "the oracle files in DIR, for its model card")] = None,
+    against: Annotated[list[str] | None, typer.Option(
+        help="Arena opponents for the model card: random | greedy | mcts:N (repeatable)")
+    ] = None,
+    games: Annotated[int, typer.Option(help="Arena games per opponent (both colours)")] = 200,
+    seed: Annotated[int, typer.Option()] = 0,
 ) -> None:
-    """Write a self-contained model (params, config, search defaults, format version)."""
+    """Write a self-contained model (params, config, search defaults, format version) and its
+    model card; with --oracle / --against, the card carries scores measured on the export."""
     from azjax.export import export_model
 
+    evaluate = None
+    if oracle is not None or against:
+        def evaluate(model_dir: Path) -> dict:
+            from azjax.agent import Agent
+            from azjax.evaluation import measure_agent
+
+            metrics, lines = measure_agent(Agent.load(model_dir), against=against or [],
+                                           oracle=oracle, games=games, num_simulations=None,
+                                           seed=seed)
+            for line in lines:
+                typer.echo(line)
+            return metrics
+
     try:
-        out = export_model(run_dir, snapshot, to)
+        out = export_model(run_dir, snapshot, to, num_simulations=simulations, evaluate=evaluate)
     except _user_errors() as error:
         _fail(error)
     typer.echo(f"exported {out}")

@@ -22,7 +22,8 @@ from azjax.oracle import OracleSet, load_oracle
 from azjax.search import masked_logits
 from envs.core import Env
 
-__all__ = ["Evaluator", "evaluate_agent", "is_perfect", "make_opponent", "oracle_errors"]
+__all__ = ["Evaluator", "evaluate_agent", "is_perfect", "make_opponent", "measure_agent",
+           "oracle_errors"]
 
 PERFECT_RAW_ERROR = 0.01  # the bar: search 0% errors, raw network <= 1%, no arena losses
 
@@ -258,17 +259,22 @@ def _in_background(work):
     return future
 
 
-def evaluate_agent(spec: str, *, against: list[str], oracle: str | None, games: int,
-                   num_simulations: int | None, seed: int) -> list[str]:
-    """`azjax eval`: arenas against baselines or other agents, and oracle scoring."""
+def measure_agent(agent: Any, *, against: list[str], oracle: str | None, games: int,
+                  num_simulations: int | None, seed: int) -> tuple[dict[str, Any], list[str]]:
+    """Scores a loaded `azjax.Agent`: oracle errors (raw network and greedy search, every
+    position of every set) and arenas (both colours) against baselines or other agents.
+
+    Returns metrics under the training run's keys (`eval/oracle/...`, `eval/vs_<name>/...`) and
+    the human-readable lines `azjax eval` prints.
+    """
     from azjax.agent import Agent
     from azjax.evaluate import play_arena
 
-    agent = Agent.load(spec)
     env = agent.env
     sims = num_simulations or agent.num_simulations
     key = jax.random.PRNGKey(seed)
     lines = [f"{agent!r}, evaluated with {sims} simulations"]
+    metrics: dict[str, Any] = {"eval/num_simulations": sims}
     params = agent.params
     if oracle is not None:
         directory = oracle or None
@@ -279,14 +285,22 @@ def evaluate_agent(spec: str, *, against: list[str], oracle: str | None, games: 
             network_player(env, agent.apply_fn, p), k, s, m))
         search_fn = jax.jit(lambda p, k, s, m: oracle_errors(
             search_player(agent._search_fn, p, sims), k, s, m))
+        raw_errors, search_errors = [], []
         for name, oracle_set in sets.items():
             args = (params, key, oracle_set.states, oracle_set.preserving)
             raw_error = 100 * int(raw_fn(*args)) / len(oracle_set.moves)
             search_error = 100 * int(search_fn(*args)) / len(oracle_set.moves)
+            raw_errors.append(raw_error)
+            search_errors.append(search_error)
+            if len(sets) > 1:
+                metrics[f"eval/oracle/set/{name}/raw"] = raw_error
+                metrics[f"eval/oracle/set/{name}/search"] = search_error
             label = f"{oracle_set.title} ({name})" if oracle_set.title else name
             lines.append(f"oracle {label:>32}: raw network {raw_error:6.2f}% errors, "
                          f"search {search_error:6.2f}% errors ({len(oracle_set.preserving)} "
                          "positions)")
+        metrics["eval/oracle/raw_error"] = float(np.mean(raw_errors))
+        metrics["eval/oracle/search_error"] = float(np.mean(search_errors))
     me = search_player(agent._search_fn, params, sims)
     for name in against or (["random", "greedy"] if oracle is None else []):
         if name in ("random", "greedy") or name.startswith("mcts:"):
@@ -297,6 +311,19 @@ def evaluate_agent(spec: str, *, against: list[str], oracle: str | None, games: 
                 raise ValueError(f"{name} plays {other.env.name}, not {env.name}")
             opponent = search_player(other._search_fn, other.params, other.num_simulations)
         result = play_arena(env, me, opponent, key=key, num_games=games)
+        metrics.update({f"eval/vs_{name}/wins": result.wins, f"eval/vs_{name}/draws": result.draws,
+                        f"eval/vs_{name}/losses": result.losses,
+                        f"eval/vs_{name}/score": result.score})
         lines.append(f"vs {name:>10}: {result}  (Elo difference "
                      f"{elo_difference(result.score):+.0f})")
+    return metrics, lines
+
+
+def evaluate_agent(spec: str, *, against: list[str], oracle: str | None, games: int,
+                   num_simulations: int | None, seed: int) -> list[str]:
+    """`azjax eval`: arenas against baselines or other agents, and oracle scoring."""
+    from azjax.agent import Agent
+
+    _, lines = measure_agent(Agent.load(spec), against=against, oracle=oracle, games=games,
+                             num_simulations=num_simulations, seed=seed)
     return lines

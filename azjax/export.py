@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from azjax.agent import resolve_model_dir
 from azjax.checkpoint import CheckpointError, load_model, save_model
@@ -12,9 +14,17 @@ from azjax.metrics import machine_description
 __all__ = ["export_model"]
 
 
-def export_model(run_dir: str | Path, snapshot: str | None, to: str | Path) -> Path:
+def export_model(run_dir: str | Path, snapshot: str | None, to: str | Path, *,
+                 num_simulations: int | None = None,
+                 evaluate: Callable[[Path], dict[str, Any]] | None = None) -> Path:
     """Copies snapshot `snapshot` (default: the newest) of `run_dir` to `to`, adding the
-    search defaults, the run's provenance and a Markdown model card (MODEL_CARD.md)."""
+    search defaults, the run's provenance and a Markdown model card (MODEL_CARD.md).
+
+    num_simulations: the model's default search simulations (default: the run's evaluation
+    setting). evaluate: measures the exported model (given its directory) and returns metrics
+    under the training run's `eval/...` keys; they replace the snapshot's training-time
+    figures in the card, which stay in model.json as `training_eval`.
+    """
     run_dir = Path(run_dir)
     if snapshot is None:
         source = resolve_model_dir(run_dir)
@@ -26,7 +36,8 @@ def export_model(run_dir: str | Path, snapshot: str | None, to: str | Path) -> P
     end = [r for r in _read_jsonl(run_dir / "metrics.jsonl") if r.get("event") == "end"]
     extra = {
         **{k: v for k, v in meta.items() if k not in ("format_version", "game", "config")},
-        "num_simulations": config.eval.num_simulations or config.search.num_simulations,
+        "num_simulations": (num_simulations or config.eval.num_simulations
+                            or config.search.num_simulations),
         "search": {"algorithm": config.search.algorithm},
         "seed": config.seed,
         "machine": machine_description(),
@@ -34,6 +45,10 @@ def export_model(run_dir: str | Path, snapshot: str | None, to: str | Path) -> P
         "time_to_perfect_s": end[-1].get("time_to_perfect_s") if end else None,
     }
     out = save_model(to, params, config, extra)
+    if evaluate is not None:
+        extra["training_eval"] = extra.pop("eval", None)
+        extra["eval"] = {"eval/measured_at": "export", **evaluate(out)}
+        out = save_model(to, params, config, extra)
     (out / "MODEL_CARD.md").write_text(_card(config, extra))
     return out
 
@@ -63,9 +78,21 @@ def _card(config, extra: dict) -> str:
         f"{extra.get('positions')} self-play positions, seed {config.seed}",
         f"- machine: {extra['machine']}",
         "",
-        "## Evaluation at export",
-        "",
     ]
-    for key, value in sorted((extra.get("eval") or {}).items()):
+    evaluation = dict(extra.get("eval") or {})
+    measured_at = evaluation.pop("eval/measured_at", "training")
+    source = ("measured at export" if measured_at == "export"
+              else "from the training run, at the snapshot")
+    lines += [f"## Evaluation ({source})", ""]
+    sets = sorted({k.split("/")[3] for k in evaluation if k.startswith("eval/oracle/set/")})
+    if sets:
+        lines += ["Oracle error rates (% of positions where the move is not value-preserving):",
+                  "", "| set | raw network | search |", "|---|---:|---:|"]
+        for name in sets:
+            raw = evaluation.pop(f"eval/oracle/set/{name}/raw")
+            search = evaluation.pop(f"eval/oracle/set/{name}/search")
+            lines.append(f"| {name} | {raw:.2f} | {search:.2f} |")
+        lines.append("")
+    for key, value in sorted(evaluation.items()):
         lines.append(f"- {key}: {value}")
     return "\n".join(lines) + "\n"

@@ -14,6 +14,7 @@ from azjax import Agent
 from azjax.agent import states_from_moves
 from azjax.checkpoint import CheckpointError
 from azjax.cli import app
+from azjax.evaluation import measure_agent
 
 RUNNER = CliRunner()
 
@@ -80,6 +81,28 @@ def test_cli_export_then_eval(tiny_run, tmp_path):
     assert out.exit_code == 0, out.output
     assert "oracle" in out.output and "raw network" in out.output
     assert "vs     random: " in out.output
+
+
+def test_cli_export_measures_the_model_for_its_card(tiny_run, tmp_path):
+    run_dir, _ = tiny_run
+    out = RUNNER.invoke(app, ["export", str(run_dir), "4", "--to", str(tmp_path / "model"),
+                              "--simulations", "8", "--oracle", "", "--against", "random",
+                              "--games", "10"])
+    assert out.exit_code == 0, out.output
+    meta = json.loads((tmp_path / "model" / "model.json").read_text())
+    assert meta["num_simulations"] == 8
+    card = meta["eval"]
+    assert card["eval/measured_at"] == "export" and card["eval/num_simulations"] == 8
+    assert card["eval/vs_random/wins"] + card["eval/vs_random/draws"] \
+        + card["eval/vs_random/losses"] == 10
+    assert "eval/oracle/search_error" in meta["training_eval"]
+    # The card's figures are the model's own: re-scoring the export gives the same numbers.
+    agent = Agent.load(tmp_path / "model")
+    again, _ = measure_agent(agent, against=[], oracle="", games=0, num_simulations=None, seed=0)
+    assert again["eval/oracle/search_error"] == card["eval/oracle/search_error"]
+    assert again["eval/oracle/raw_error"] == card["eval/oracle/raw_error"]
+    text = (tmp_path / "model" / "MODEL_CARD.md").read_text()
+    assert "measured at export" in text and "8 simulations by default" in text
 
 
 def test_cli_errors_are_one_line(tmp_path):
