@@ -45,9 +45,11 @@ class _ResNet(nn.Module):
         x = nn.relu(nn.LayerNorm()(x))
         for _ in range(cfg.blocks):
             x = _ResidualBlock(cfg.channels)(x)
-        p = nn.relu(nn.LayerNorm()(nn.Conv(cfg.policy_channels, (1, 1), use_bias=False)(x)))
+        # The heads' 1x1 convs have 1-2 channels: a LayerNorm over so few channels would erase
+        # them (over one channel it outputs a constant), so the heads use a bias and no norm.
+        p = nn.relu(nn.Conv(cfg.policy_channels, (1, 1))(x))
         logits = nn.Dense(self.num_actions)(p.reshape(p.shape[0], -1))
-        v = nn.relu(nn.LayerNorm()(nn.Conv(cfg.value_channels, (1, 1), use_bias=False)(x)))
+        v = nn.relu(nn.Conv(cfg.value_channels, (1, 1))(x))
         v = nn.relu(nn.Dense(cfg.value_hidden)(v.reshape(v.shape[0], -1)))
         value = jnp.tanh(nn.Dense(1)(v))[:, 0]
         return logits, value
