@@ -40,6 +40,8 @@ def export_model(run_dir: str | Path, snapshot: str | None, to: str | Path, *,
                             or config.search.num_simulations),
         "search": {"algorithm": config.search.algorithm},
         "seed": config.seed,
+        # Self-play searches: one per position, each with the training search's simulations.
+        "training_simulations": int(meta.get("positions") or 0) * config.search.num_simulations,
         "machine": machine_description(),
         "source": str(source),
         "time_to_perfect_s": end[-1].get("time_to_perfect_s") if end else None,
@@ -75,7 +77,9 @@ def _card(config, extra: dict) -> str:
         f"- network: {shape}",
         f"- search: {config.search.algorithm}, {extra['num_simulations']} simulations by default",
         f"- trained: iteration {extra.get('iteration')}, wall_s {extra.get('wall_s', 0):.1f}, "
-        f"{extra.get('positions')} self-play positions, seed {config.seed}",
+        f"{extra.get('positions')} self-play positions searched with "
+        f"{config.search.num_simulations} simulations each "
+        f"({extra['training_simulations']:,} simulations), seed {config.seed}",
         f"- machine: {extra['machine']}",
         "",
     ]
