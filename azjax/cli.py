@@ -189,7 +189,8 @@ def serve(
     host: Annotated[str, typer.Option(help="Address to listen on")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on")] = 8000,
     warm: Annotated[bool, typer.Option(
-        help="Compile every game's search at the default strength before serving")] = False,
+        help="Compile every game's search at every strength before serving (else each "
+             "compiles at its first request)")] = False,
 ) -> None:
     """A local web app to play every game in the browser (and its JSON API, see README)."""
     from azjax.serve import run_server

@@ -174,10 +174,11 @@ class GameService:
         }
 
     def warm(self) -> None:
-        """Compiles every game's search at the default strength (what a first page asks)."""
+        """Compiles every game's search at every strength offered, before serving."""
         for game in self.agents:
-            self.move(json.dumps({"game": game, "moves": [],
-                                  "simulations": self.default_simulations}).encode())
+            for simulations in self.simulations:
+                self.move(json.dumps({"game": game, "moves": [],
+                                      "simulations": simulations}).encode())
 
 
 def create_app(service: GameService):
