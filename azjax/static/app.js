@@ -41,6 +41,7 @@ async function start() {
   if (params.get("game")) $("game").value = params.get("game");
   $("new-game").addEventListener("click", newGame);
   $("game").addEventListener("change", newGame);
+  $("first").addEventListener("change", newGame);  // the strength applies from the next AI move
   newGame();
 }
 
@@ -48,7 +49,7 @@ function newGame() {
   generation += 1;
   const id = $("game").value;
   game = { id, moves: [], human: $("first").value === "human" ? 0 : 1,
-           simulations: Number($("strength").value), position: null, selected: null, last: [],
+           position: null, selected: null, last: [],
            pending: [], busy: false };
   const names = NAMES[id] || [id, "player 0", "player 1"];
   $("model").textContent = `${names[0]}: you play ${names[1 + game.human]}, against ` +
@@ -88,7 +89,7 @@ async function aiTurn(mine) {
   let reply;
   try {
     reply = await api("/api/move", { game: game.id, moves: game.moves,
-                                     simulations: game.simulations });
+                                     simulations: Number($("strength").value) });
   } catch (error) { setStatus(`Error: ${error.message}`); return; }
   if (mine !== generation) return;
   game.moves = reply.moves;
