@@ -93,3 +93,17 @@ def test_winner_and_top_moves():
     assert winner_of(parse_start(ttt, "1 4 2")) is None
     visits = np.array([0, 6, 0, 0, 2, 0, 0, 0, 0])
     assert top_moves(ttt, visits) == [("2", 0.75), ("5", 0.25)]
+
+
+def test_ai_turn_reports_the_first_search_and_its_visits():
+    from azjax import Agent
+    from azjax.play import ai_turn
+
+    agent = Agent.load("tic_tac_toe")
+    state = parse_start(agent.env, "1 4 2 5")  # X to move wins at 3
+    turn = ai_turn(agent, state, jax.random.PRNGKey(0), num_simulations=8)
+    assert turn.actions == [2] and winner_of(turn.state) == 0
+    assert turn.visits.sum() == 8 and turn.visits.shape == (9,) and -1 <= turn.value <= 1
+    assert int(np.argmax(turn.policy)) == 2
+    with pytest.raises(ValueError, match="the game is over"):
+        ai_turn(agent, turn.state, jax.random.PRNGKey(0), num_simulations=8)
