@@ -23,7 +23,7 @@ import envs
 from azjax.checkpoint import CheckpointError, load_model
 from azjax.config import ExperimentConfig
 from azjax.network import make_network
-from azjax.search import make_search, masked_logits
+from azjax.search import SearchOutput, make_search, masked_logits
 from envs.core import Env
 
 __all__ = ["MODELS_DIR", "Agent", "resolve_model_dir", "states_from_moves"]
@@ -114,6 +114,14 @@ class Agent:
 
         return jax.jit(search, static_argnums=(3, 4))
 
+    @functools.cached_property
+    def _search_output_jit(self):
+        def search(params, key, states, num_simulations):
+            return self._search_fn({"params": params}, key, states,
+                                   num_simulations=num_simulations, noise=False)
+
+        return jax.jit(search, static_argnums=(3,))
+
     # ---- public API ----------------------------------------------------------------------------
 
     def evaluate(self, states: Any) -> tuple[jax.Array, jax.Array]:
@@ -133,6 +141,16 @@ class Agent:
         action, policy, value = self._search_jit(
             self.params, key, _pad(states, _pad_size(batch)), simulations, bool(noise))
         return action[:batch], policy[:batch], value[:batch]
+
+    def search_output(self, key: jax.Array, states: Any, *,
+                      num_simulations: int | None = None) -> SearchOutput:
+        """The greedy search's whole `SearchOutput` (action [B], policy [B, A], value [B],
+        prior_value [B], visit_counts [B, A]): what play and analysis show."""
+        batch = states.current_player.shape[0]
+        simulations = int(num_simulations or self.num_simulations)
+        out = self._search_output_jit(self.params, key, _pad(states, _pad_size(batch)),
+                                      simulations)
+        return jax.tree.map(lambda x: x[:batch], out)
 
     def act(self, key: jax.Array, states: Any, *, num_simulations: int | None = None,
             greedy: bool = True) -> jax.Array:

@@ -1,4 +1,4 @@
-"""The `azjax` command line: train, eval, export.
+"""The `azjax` command line: train, eval, export, play, serve.
 
 Errors the user can fix (bad config, corrupt checkpoint, unknown game...) print one line,
 `error: ...`, and exit with status 2, without a traceback and without touching the run dir.
@@ -183,6 +183,47 @@ def export(
     except _user_errors() as error:
         _fail(error)
     typer.echo(f"exported {out}")
+
+
+@app.command()
+def play(
+    spec: Annotated[str, typer.Argument(
+        help="Game id (its shipped model, or an untrained network until one is shipped), "
+             "run dir or snapshot dir")],
+    simulations: Annotated[int | None, typer.Option(
+        help="AI search simulations (default: the model's)")] = None,
+    first: Annotated[str, typer.Option(help="Who moves first: human | ai")] = "human",
+    moves: Annotated[str, typer.Option(
+        help="Opening moves in human notation before play starts, e.g. '5 1' or '9-13 22-18'")
+    ] = "",
+    seed: Annotated[int, typer.Option()] = 0,
+) -> None:
+    """Play against an agent in the terminal (moves in the game's human notation)."""
+    from azjax.play import load_play_agent
+    from azjax.terminal import play_terminal
+
+    try:
+        agent = load_play_agent(spec)
+        play_terminal(agent, simulations=simulations, first=first, start=moves, seed=seed)
+    except _user_errors() as error:
+        _fail(error)
+
+
+@app.command()
+def serve(
+    host: Annotated[str, typer.Option(help="Address to listen on")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on")] = 8000,
+    warm: Annotated[bool, typer.Option(
+        help="Compile every game's search at every strength before serving (else each "
+             "compiles at its first request)")] = False,
+) -> None:
+    """A local web app to play every game in the browser (and its JSON API, see README)."""
+    from azjax.serve import run_server
+
+    try:
+        run_server(host=host, port=port, warm=warm)
+    except _user_errors() as error:
+        _fail(error)
 
 
 _OPTIONAL_VALUE_OPTIONS = ("--oracle",)

@@ -39,6 +39,7 @@ class SearchOutput:
     policy: jax.Array  # float32 [B, A]: mctx's action weights (the policy target)
     value: jax.Array  # float32 [B]: root value after search, for the player to move
     prior_value: jax.Array  # float32 [B]: the network's value at the root
+    visit_counts: jax.Array  # int32 [B, A]: the root's visits per action
 
 
 def masked_logits(logits: jax.Array, legal_action_mask: jax.Array) -> jax.Array:
@@ -138,6 +139,7 @@ def make_search(env: Env, apply_fn: ApplyFn, config: SearchConfig):
             policy=policy,
             value=out.search_tree.summary().value,
             prior_value=root.value,
+            visit_counts=out.search_tree.summary().visit_counts.astype(jnp.int32),
         )
 
     return search

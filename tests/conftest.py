@@ -61,3 +61,13 @@ def tiny_run(tmp_path_factory):
 
     run_dir = tmp_path_factory.mktemp("tiny_run")
     return run_dir, train(TINY_RUN_CONFIG, run_dir, show_progress=False)
+
+
+@pytest.fixture(scope="session")
+def play_server():
+    """A running `azjax serve` app (tests/play_server.py), shared by the API and browser tests."""
+    from play_server import PlayServer, make_service
+
+    server = PlayServer(make_service())
+    yield server
+    server.stop()

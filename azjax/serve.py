@@ -1,0 +1,230 @@
+"""`azjax serve`: play every game in the browser against its model, and a JSON API.
+
+    POST /api/move   {"game": "connect_four", "moves": [3, 3, 4], "simulations": 64}
+                  -> {"move", "ai_moves", "moves", "value", "policy", "terminated", "winner"}
+    POST /api/state  {"game": ..., "moves": [...]} -> the position, for the page to draw
+    GET  /api/games  the games, their notation, the simulation counts offered, which model
+    GET  /           the page (static files shipped in `azjax/static/`)
+
+Moves are env action ids from the initial position; the player to move is the AI. Bad requests
+answer 4xx with `{"error": "..."}`. The search is deterministic per request: its key is derived
+from (game, moves, simulations), so the same request always gets the same answer, however many
+arrive at once. Simulation counts are a fixed few, and each (game, count) compiles once, under
+a per-game lock, so concurrent first requests do not compile twice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from azjax.agent import Agent
+from azjax.play import ai_turn, is_done, load_play_agent, model_label, step_fn, winner_of
+
+__all__ = ["GAMES", "SIMULATIONS", "ApiError", "GameService", "create_app", "run_server"]
+
+GAMES = ("tic_tac_toe", "connect_four", "draughts")
+SIMULATIONS = (16, 64, 256)  # the strengths offered: "easy", "medium", "hard"
+STATIC_DIR = Path(__file__).resolve().parent / "static"
+
+
+class ApiError(Exception):
+    """A request the API refuses: HTTP `status` and a message naming what was wrong."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+
+
+def request_key(seed: int, game: str, moves: list[int], simulations: int) -> jax.Array:
+    """The search key of one request: the same request, the same key (stable across runs)."""
+    digest = hashlib.sha256(json.dumps([game, moves, simulations]).encode()).digest()
+    return jax.random.fold_in(jax.random.PRNGKey(seed), int.from_bytes(digest[:4], "little") >> 1)
+
+
+def replay(env, moves: list[int]) -> tuple[Any, int | None]:
+    """(state after `moves`, the player who made the last move or None).
+
+    Raises:
+      ApiError 422: naming the first illegal move and the legal ones.
+    """
+    state = env.init(jax.random.PRNGKey(0))
+    last_mover = None
+    for index, action in enumerate(moves):
+        if is_done(state):
+            raise ApiError(422, f"illegal move list: move {index} ({action}) comes after the "
+                                "game ended")
+        legal = np.flatnonzero(np.asarray(state.legal_action_mask)).tolist()
+        if action not in legal:
+            raise ApiError(422, f"illegal move list: move {index} ({action}) is not among the "
+                                f"legal actions {legal}")
+        last_mover = int(state.current_player)
+        state = step_fn(env)(state, jnp.int32(action))
+    return state, last_mover
+
+
+class GameService:
+    """The API's logic, free of HTTP: agents per game, the strengths offered, the seed."""
+
+    def __init__(self, agents: dict[str, Agent], *, simulations: tuple[int, ...] = SIMULATIONS,
+                 default_simulations: int | None = None, seed: int = 0):
+        self.agents = dict(agents)
+        self.simulations = tuple(sorted(simulations))
+        self.default_simulations = default_simulations or self.simulations[
+            len(self.simulations) // 2]
+        if self.default_simulations not in self.simulations:
+            raise ValueError(f"default simulations {self.default_simulations} is not among "
+                             f"{list(self.simulations)}")
+        self.seed = seed
+        self._locks = {game: threading.Lock() for game in self.agents}
+        self._compiled: set[tuple[str, int]] = set()
+
+    # ---- request parsing ---------------------------------------------------------------------
+
+    def _parse(self, body: bytes) -> tuple[str, list[int], int]:
+        try:
+            request = json.loads(body)
+        except (json.JSONDecodeError, UnicodeDecodeError) as error:
+            raise ApiError(400, f"malformed JSON: {error}") from None
+        if not isinstance(request, dict):
+            raise ApiError(400, "the request body must be a JSON object")
+        game = request.get("game")
+        if game not in self.agents:
+            raise ApiError(404, f"unknown game {game!r}; games: {', '.join(self.agents)}")
+        moves = request.get("moves", [])
+        if not isinstance(moves, list) or not all(
+                isinstance(m, int) and not isinstance(m, bool) for m in moves):
+            raise ApiError(400, "moves must be a list of action ids (integers)")
+        simulations = request.get("simulations", self.default_simulations)
+        if not isinstance(simulations, int) or isinstance(simulations, bool) or \
+                simulations not in self.simulations:
+            raise ApiError(422, f"simulations must be one of {list(self.simulations)}, got "
+                                f"{simulations!r}")
+        return game, moves, simulations
+
+    # ---- endpoints -----------------------------------------------------------------------------
+
+    def games(self) -> dict[str, Any]:
+        return {
+            "simulations": list(self.simulations),
+            "default_simulations": self.default_simulations,
+            "games": {
+                game: {
+                    "num_actions": agent.env.num_actions,
+                    "labels": [agent.env.action_to_str(a) for a in range(agent.env.num_actions)],
+                    "model": model_label(agent),
+                    "untrained": bool(agent.meta.get("untrained")),
+                }
+                for game, agent in self.agents.items()
+            },
+        }
+
+    def state(self, body: bytes) -> dict[str, Any]:
+        """The position after a move list, for the page: board, player to move, legal moves."""
+        game, moves, _ = self._parse(body)
+        env = self.agents[game].env
+        state, _ = replay(env, moves)
+        if game == "draughts":
+            board = env.board(state).tolist()  # [32] by PDN square - 1: +-1 men, +-2 kings
+        else:
+            board = np.asarray(state.board).reshape(-1).tolist()  # -1 empty, else the player
+        done = is_done(state)
+        return {
+            "game": game, "moves": moves, "board": board,
+            "current_player": int(state.current_player),
+            "legal": [] if done else np.flatnonzero(np.asarray(state.legal_action_mask)).tolist(),
+            "terminated": done, "winner_player": winner_of(state), "text": env.render(state),
+        }
+
+    def move(self, body: bytes) -> dict[str, Any]:
+        """The AI's whole turn after a move list; see the module docstring."""
+        game, moves, simulations = self._parse(body)
+        agent = self.agents[game]
+        state, last_mover = replay(agent.env, moves)
+        if is_done(state):
+            raise ApiError(422, "the game is already over after these moves")
+        ai = int(state.current_player)
+        if last_mover == ai:
+            raise ApiError(422, "the move list ends in the middle of a multi-jump: the human "
+                                "must finish the capture before the AI moves")
+        key = request_key(self.seed, game, moves, simulations)
+        if (game, simulations) in self._compiled:
+            turn = ai_turn(agent, state, key, num_simulations=simulations)
+        else:
+            with self._locks[game]:  # the first request per (game, simulations) compiles
+                turn = ai_turn(agent, state, key, num_simulations=simulations)
+                self._compiled.add((game, simulations))
+        winner = winner_of(turn.state)
+        return {
+            "move": turn.actions[0],
+            "ai_moves": turn.actions,
+            "moves": moves + turn.actions,
+            "value": turn.value,
+            "policy": [float(p) for p in turn.policy],
+            "terminated": is_done(turn.state),
+            "winner": (None if not is_done(turn.state) else "draw" if winner is None
+                       else "ai" if winner == ai else "human"),
+        }
+
+    def warm(self) -> None:
+        """Compiles every game's search at every strength offered, before serving."""
+        for game in self.agents:
+            for simulations in self.simulations:
+                self.move(json.dumps({"game": game, "moves": [],
+                                      "simulations": simulations}).encode())
+
+
+def create_app(service: GameService):
+    """The Starlette app over a `GameService`."""
+    from starlette.applications import Starlette
+    from starlette.concurrency import run_in_threadpool
+    from starlette.responses import FileResponse, JSONResponse
+    from starlette.routing import Mount, Route
+    from starlette.staticfiles import StaticFiles
+
+    def endpoint(handler):
+        async def call(request):
+            body = await request.body()
+            try:
+                # Searches run in worker threads: JAX releases the GIL, the server stays live.
+                return JSONResponse(await run_in_threadpool(handler, body))
+            except ApiError as error:
+                return JSONResponse({"error": str(error)}, status_code=error.status)
+
+        return call
+
+    async def games(request):
+        return JSONResponse(service.games())
+
+    async def index(request):
+        return FileResponse(STATIC_DIR / "index.html")
+
+    return Starlette(routes=[
+        Route("/", index),
+        Route("/api/games", games),
+        Route("/api/state", endpoint(service.state), methods=["POST"]),
+        Route("/api/move", endpoint(service.move), methods=["POST"]),
+        Mount("/static", StaticFiles(directory=STATIC_DIR), name="static"),
+    ])
+
+
+def run_server(*, host: str = "127.0.0.1", port: int = 8000, warm: bool = False) -> None:
+    """Loads each game's agent (shipped model, else an untrained network) and serves."""
+    import uvicorn
+
+    agents = {game: load_play_agent(game) for game in GAMES}
+    for game, agent in agents.items():
+        print(f"{game}: {model_label(agent)}", flush=True)
+    service = GameService(agents)
+    if warm:
+        print("compiling the searches...", flush=True)
+        service.warm()
+    print(f"azjax serve: open http://{host}:{port}/  (Ctrl-C stops)", flush=True)
+    uvicorn.run(create_app(service), host=host, port=port, log_level="warning")

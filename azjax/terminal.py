@@ -1,0 +1,159 @@
+"""`azjax play`: a game against an agent in the terminal, in the game's human notation.
+
+The loop reads one line per human turn (tic-tac-toe cell `5`, connect-four column `4`, draughts
+PDN `9-13` or a whole multi-jump `9x18x27`), re-prompts with the reason when a line is
+malformed or illegal, prints the AI's move with its expected score and its most visited moves,
+and asks "again?" at the end. `?` lists the legal moves, `q` quits; so does the end of input.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Callable, Iterable
+
+import jax
+import jax.numpy as jnp
+
+from azjax.agent import Agent
+from azjax.play import (
+    ai_turn,
+    describe_turn,
+    format_actions,
+    is_done,
+    model_label,
+    parse_human_move,
+    step_fn,
+    winner_of,
+)
+
+__all__ = ["HINTS", "parse_start", "play_terminal"]
+
+# (name of player 0, name of player 1, how to type a move) per game.
+HINTS = {
+    "tic_tac_toe": ("X", "O", "a cell 1-9 (1 = top left, 9 = bottom right)"),
+    "connect_four": ("X", "O", "a column 1-7 (1 = left)"),
+    "draughts": ("Black (b)", "White (w)", "PDN such as 9-13, or a whole capture 9x18x27"),
+}
+_QUIT = {"q", "quit", "exit"}
+_LIST = {"?", "help", "moves"}
+
+Read = Callable[[str], "str | None"]
+Write = Callable[[str], None]
+
+
+def _stdin_read(prompt: str) -> str | None:
+    sys.stdout.write(prompt)
+    sys.stdout.flush()
+    line = sys.stdin.readline()
+    return None if line == "" else line  # "" only at the end of input
+
+
+def _stdout_write(text: str) -> None:
+    print(text, flush=True)
+
+
+def parse_start(env, text: str):
+    """The position after `text`, whole turns in human notation separated by spaces or commas
+    (e.g. `5 1 9` or `11-15 23-19`). Raises ValueError naming the turn that failed."""
+    state = env.init(jax.random.PRNGKey(0))
+    for index, move in enumerate(t for t in re.split(r"[\s,]+", text.strip()) if t):
+        try:
+            actions = parse_human_move(env, state, move)
+        except ValueError as error:
+            raise ValueError(f"--moves: turn {index + 1} ({move!r}): {error}") from None
+        for action in actions:
+            state = step_fn(env)(state, jnp.int32(action))
+    return state
+
+
+def _legal_list(env, state) -> str:
+    if hasattr(env, "legal_moves"):
+        return ", ".join(env.legal_moves(state))
+    import numpy as np
+
+    return ", ".join(env.action_to_str(a) for a in np.flatnonzero(state.legal_action_mask))
+
+
+def _one_game(agent: Agent, *, human: int, simulations: int, start: str, key: jax.Array,
+              read: Read, write: Write) -> bool:
+    """Plays one game; False when the human quit or the input ended."""
+    env = agent.env
+    names = HINTS.get(env.name, ("player 0", "player 1", "an action"))
+    state = parse_start(env, start) if start else env.init(jax.random.PRNGKey(0))
+    write(f"You play {names[human]}, the AI plays {names[1 - human]} with {simulations} "
+          f"simulations. Type {names[2]}; '?' lists the legal moves, 'q' quits.")
+    ply, shown = 0, None
+    while not is_done(state):
+        if shown is not state:  # after a re-prompt the board has not changed
+            write("")
+            write(env.render(state))
+            shown = state
+        if int(state.current_player) != human:
+            turn = ai_turn(agent, state, jax.random.fold_in(key, ply),
+                           num_simulations=simulations)
+            write(describe_turn(env, turn))
+            state, ply = turn.state, ply + 1
+            continue
+        line = read("Your move: ")
+        if line is None or line.strip().lower() in _QUIT:
+            write("" if line is None else "Bye.")
+            return False
+        text = line.strip()
+        if not text:
+            continue
+        if text.lower() in _LIST:
+            write(f"Legal moves: {_legal_list(env, state)}")
+            continue
+        try:
+            actions = parse_human_move(env, state, text)
+        except ValueError as error:
+            write(f"Illegal move: {error}. Try again.")
+            continue
+        write(f"You play {format_actions(env, actions)}")
+        for action in actions:
+            state = step_fn(env)(state, jnp.int32(action))
+        ply += 1
+    write("")
+    write(env.render(state))
+    winner = winner_of(state)
+    write("Result: " + ("draw." if winner is None else
+                        "you win!" if winner == human else "the AI wins."))
+    return True
+
+
+def play_terminal(agent: Agent, *, simulations: int | None = None, first: str = "human",
+                  start: str = "", seed: int = 0, read: Read | None = None,
+                  write: Write | None = None) -> int:
+    """Plays games until the human declines another one, quits, or the input ends.
+
+    first: "human" (the human plays player 0, who moves first) or "ai". start: opening moves
+    in human notation played before the game begins. Returns the number of games finished.
+    """
+    if first not in ("human", "ai"):
+        raise ValueError(f"--first must be 'human' or 'ai', got {first!r}")
+    read, write = read or _stdin_read, write or _stdout_write
+    if start:
+        parse_start(agent.env, start)  # a bad opening fails before the first prompt
+    simulations = int(simulations or agent.num_simulations)
+    write(f"{agent.env.name}: playing against {model_label(agent)}.")
+    root = jax.random.PRNGKey(seed)
+    finished = 0
+    for game in _games():
+        human = 0 if first == "human" else 1
+        if not _one_game(agent, human=human, simulations=simulations, start=start,
+                         key=jax.random.fold_in(root, game), read=read, write=write):
+            break
+        finished += 1
+        again = read("Again? [y/N] ")
+        if again is None or again.strip().lower() not in ("y", "yes"):
+            write("Bye.")
+            break
+    return finished
+
+
+def _games() -> Iterable[int]:
+    game = 0
+    while True:
+        yield game
+        game += 1

@@ -1,0 +1,142 @@
+"""The JSON API of `azjax serve` over real HTTP: answers, bad requests, determinism."""
+
+from __future__ import annotations
+
+import random
+from concurrent.futures import ThreadPoolExecutor
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from play_server import AI_JUMP_LINE, HUMAN_JUMP_LINE
+
+import envs
+from azjax.play import step_fn
+from azjax.terminal import parse_start
+
+
+def _actions(game: str, line: str) -> list[int]:
+    """Action ids of an opening in human notation (each turn may be several actions)."""
+    env = envs.make(game)
+    state, actions = env.init(jax.random.PRNGKey(0)), []
+    for move in line.split():
+        turn = env.parse_move(state, move) if game == "draughts" else [env.str_to_action(move)]
+        for action in turn:
+            state = env.step(state, jnp.int32(action))
+        actions += turn
+    return actions
+
+
+def _check_answer(request: dict, answer: dict) -> None:
+    """The documented fields, a legal whole turn for the player to move, the right ending."""
+    env = envs.make(request["game"])
+    state = envs.play_moves(env, request["moves"])
+    ai = int(state.current_player)
+    assert answer["move"] == answer["ai_moves"][0]
+    assert answer["moves"] == request["moves"] + answer["ai_moves"]
+    after = envs.play_moves(env, answer["moves"])  # raises if any AI action is illegal
+    done = bool(after.terminated)
+    assert answer["terminated"] == done
+    if not done:  # the AI's turn is whole: the other player moves next
+        assert int(after.current_player) != ai
+    assert len(answer["policy"]) == env.num_actions
+    assert abs(sum(answer["policy"]) - 1) < 1e-4 and -1 <= answer["value"] <= 1
+    rewards = np.asarray(after.rewards)
+    expected = None if not done else "draw" if not rewards.any() else \
+        "ai" if rewards[ai] > 0 else "human"
+    assert answer["winner"] == expected
+
+
+def test_move_answers_every_documented_field(play_server):
+    request = {"game": "connect_four", "moves": [3, 3, 4], "simulations": 8}
+    status, answer = play_server.post("/api/move", request)
+    assert status == 200, answer
+    assert set(answer) == {"move", "ai_moves", "moves", "value", "policy", "terminated",
+                           "winner"}
+    _check_answer(request, answer)
+
+
+def test_the_ai_wins_draws_and_finishes_its_multi_jump(play_server):
+    win = {"game": "tic_tac_toe", "moves": [0, 3, 1, 4], "simulations": 8}  # X to play 3
+    draw = {"game": "tic_tac_toe", "moves": [0, 1, 2, 4, 3, 5, 7, 6], "simulations": 8}
+    jump = {"game": "draughts", "moves": _actions("draughts", AI_JUMP_LINE), "simulations": 8}
+    for request, winner in ((win, "ai"), (draw, "draw"), (jump, None)):
+        status, answer = play_server.post("/api/move", request)
+        assert status == 200, answer
+        _check_answer(request, answer)
+        assert answer["winner"] == winner
+    assert envs.make("draughts").format_move(answer["ai_moves"]) == "22x15x6"
+
+
+def _bad_requests():
+    mid_jump = _actions("draughts", HUMAN_JUMP_LINE + " 8x15x24")[:-1]
+    return [
+        (b'{"game": "connect_four", "moves": [3,', 400, "malformed JSON"),
+        (b"[3, 3, 4]", 400, "must be a JSON object"),
+        ({"game": "chess", "moves": []}, 404, "unknown game 'chess'"),
+        ({"game": "connect_four", "moves": "3 3 4"}, 400, "moves must be a list"),
+        ({"game": "connect_four", "moves": [3] * 7}, 422, "move 6 (3) is not among the legal"),
+        ({"game": "connect_four", "moves": [9]}, 422, "move 0 (9) is not among the legal"),
+        ({"game": "draughts", "moves": mid_jump}, 422, "middle of a multi-jump"),
+        ({"game": "tic_tac_toe", "moves": [0, 3, 1, 4, 2]}, 422, "already over"),
+        ({"game": "tic_tac_toe", "moves": [], "simulations": 100}, 422,
+         "simulations must be one of [8, 32], got 100"),
+        ({"game": "tic_tac_toe", "moves": [], "simulations": "8"}, 422, "simulations must be"),
+    ]
+
+
+@pytest.mark.parametrize("body,status,message", _bad_requests())
+def test_bad_requests_get_4xx_saying_why_and_the_server_keeps_serving(play_server, body,
+                                                                       status, message):
+    got, answer = play_server.post("/api/move", body)
+    assert got == status and message in answer["error"], answer
+    ok, _ = play_server.post("/api/state", {"game": "tic_tac_toe", "moves": [4]})
+    assert ok == 200
+
+
+def test_state_describes_the_position_for_the_page(play_server):
+    status, answer = play_server.post("/api/state", {"game": "draughts",
+                                                     "moves": _actions("draughts", "9-13")})
+    assert status == 200 and answer["current_player"] == 1 and not answer["terminated"]
+    assert answer["board"][12] == 1 and answer["board"][8] == 0 and len(answer["board"]) == 32
+    assert sorted(answer["legal"]) == sorted(
+        a for m in envs.make("draughts").legal_moves(parse_start(envs.make("draughts"), "9-13"))
+        .values() for a in m)
+
+
+def _random_requests(count: int, seed: int = 0) -> list[dict]:
+    """`count` requests from random live positions with the AI to move, over every game and
+    both strengths of tic-tac-toe; drawn from a pool of count / 2, so some repeat."""
+    rng = random.Random(seed)
+    pool = []
+    for game, simulations in [("tic_tac_toe", 8), ("tic_tac_toe", 32), ("connect_four", 8),
+                              ("draughts", 8)]:
+        env = envs.make(game)
+        for _ in range(count // 8):
+            state, moves, turn_starts = env.init(jax.random.PRNGKey(0)), [], [0]
+            for _ in range(rng.randrange(12)):
+                mover = int(state.current_player)
+                action = rng.choice(np.flatnonzero(np.asarray(state.legal_action_mask)).tolist())
+                state = step_fn(env)(state, jnp.int32(action))
+                moves.append(action)
+                if bool(state.terminated):
+                    break
+                if int(state.current_player) != mover:  # a live position, a new turn
+                    turn_starts.append(len(moves))
+            pool.append({"game": game, "moves": moves[:rng.choice(turn_starts)],
+                         "simulations": simulations})
+    return [rng.choice(pool) for _ in range(count)]
+
+
+def test_concurrent_requests_get_legal_answers_identical_to_sequential_ones(play_server):
+    """200 requests from 8 concurrent clients (the first ones compile, under the lock), then
+    the same requests one by one: every answer legal, every pair identical."""
+    requests = _random_requests(200)
+    with ThreadPoolExecutor(max_workers=8) as clients:
+        concurrent = list(clients.map(lambda r: play_server.post("/api/move", r), requests))
+    one_by_one = [play_server.post("/api/move", r) for r in requests]
+    for request, (status, answer), again in zip(requests, concurrent, one_by_one, strict=True):
+        assert status == 200, (request, answer)
+        _check_answer(request, answer)
+        assert (status, answer) == again, request
