@@ -89,6 +89,9 @@ def train(
     except _user_errors() as error:
         _fail(error)
     ttp = result.time_to_perfect_s
+    if result.stopped_by:
+        typer.echo(f"stopped by {result.stopped_by} after iteration {result.iterations} "
+                   f"(checkpoint saved; the same command resumes)")
     typer.echo(f"done: {result.iterations} iterations, wall_s {result.wall_s:.1f}"
                + (f", time to perfect play {ttp:.1f} s" if ttp is not None else "")
                + f"; results in {result.run_dir}")

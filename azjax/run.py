@@ -15,6 +15,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import signal
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -45,6 +47,7 @@ class RunResult:
     wall_s: float
     final_metrics: dict[str, Any]
     time_to_perfect_s: float | None
+    stopped_by: str | None = None  # "SIGINT" / "SIGTERM" when a signal ended the run early
 
 
 def _config_differences(saved: ExperimentConfig, requested: ExperimentConfig) -> list[str]:
@@ -107,6 +110,31 @@ class _BackgroundPlotter:
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
+
+
+class _StopRequests:
+    """The first SIGINT/SIGTERM asks the loop to stop after the current iteration (it then
+    checkpoints and exits normally); a second one interrupts at once."""
+
+    def __init__(self) -> None:
+        self.signal_name: str | None = None
+        self._previous: dict = {}
+
+    def _handle(self, signum, frame) -> None:
+        if self.signal_name is not None:
+            raise KeyboardInterrupt
+        self.signal_name = signal.Signals(signum).name
+        tqdm.write(f"{self.signal_name}: stopping after this iteration and saving a checkpoint "
+                   "(send it again to stop now)")
+
+    def install(self) -> None:
+        if threading.current_thread() is threading.main_thread():  # where handlers can be set
+            self._previous = {sig: signal.signal(sig, self._handle)
+                              for sig in (signal.SIGINT, signal.SIGTERM)}
+
+    def restore(self) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
 
 
 def _budget_left(config: ExperimentConfig, iteration: int, wall_s: float) -> bool:
@@ -174,8 +202,11 @@ def train(config: ExperimentConfig, run_dir: str | Path, *, show_progress: bool 
     plotter = _BackgroundPlotter()
     last_record: dict[str, Any] = {}
     perfect = False
+    stop = _StopRequests()
     try:
-        while _budget_left(config, iteration, wall_s()) and not perfect:
+        stop.install()
+        while (_budget_left(config, iteration, wall_s()) and not perfect
+               and stop.signal_name is None):
             step_start = time.perf_counter()
             new_state, metrics = learner.iteration(state, jax.random.fold_in(train_key, iteration))
             if not math.isfinite(float(metrics.get("loss", 0.0))):
@@ -237,13 +268,15 @@ def train(config: ExperimentConfig, run_dir: str | Path, *, show_progress: bool 
         if checkpointer.latest_iteration() != iteration:
             save(state)
     finally:
+        stop.restore()
         plotter.close()
         plot_curves(run_dir)
         bar.close()
         logger.close()
         checkpointer.close()
     summary = {"event": "end", "iteration": iteration, "wall_s": wall_s(),
-               "time_to_perfect_s": time_to_perfect}
+               "time_to_perfect_s": time_to_perfect, "stopped_by": stop.signal_name}
     with (run_dir / "metrics.jsonl").open("a") as f:
         f.write(json.dumps(summary) + "\n")
-    return RunResult(run_dir, iteration, wall_s(), last_record, time_to_perfect)
+    return RunResult(run_dir, iteration, wall_s(), last_record, time_to_perfect,
+                     stopped_by=stop.signal_name)

@@ -212,6 +212,36 @@ def test_sigkill_then_the_same_command_resumes(tmp_path):
     assert iterations == list(range(1, 41))  # each iteration logged once, none lost
 
 
+def test_sigint_stops_after_the_iteration_with_a_checkpoint(tmp_path):
+    """Ctrl-C (or SIGTERM) finishes the current iteration, checkpoints it and returns (resuming
+    from a checkpoint is tested above)."""
+    import threading
+
+    config = _with_budget(dataclasses.replace(
+        CONFIG, checkpoint=CheckpointConfig(every_iterations=100, keep=2)), 200)
+    metrics = tmp_path / "metrics.jsonl"
+
+    def interrupt_after_first_iteration():
+        deadline = time.time() + 180
+        while time.time() < deadline:
+            if metrics.is_file() and '"loss"' in metrics.read_text():
+                os.kill(os.getpid(), signal.SIGINT)
+                return
+            time.sleep(0.05)
+
+    threading.Thread(target=interrupt_after_first_iteration, daemon=True).start()
+    result = train(config, tmp_path, show_progress=False)
+    assert result.stopped_by == "SIGINT" and 1 <= result.iterations < 200
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handler restored
+    from azjax.checkpoint import RunCheckpointer
+
+    checkpointer = RunCheckpointer(tmp_path, keep=2)
+    assert checkpointer.latest_iteration() == result.iterations  # saved despite every=100
+    checkpointer.close()
+    end = json.loads(metrics.read_text().splitlines()[-1])
+    assert end["event"] == "end" and end["stopped_by"] == "SIGINT"
+
+
 def test_gating_keeps_selfplay_on_the_best_params(tmp_path):
     """With gating on, self-play params change only at evaluations, and only to the trained
     params of that moment; the gate's score is logged."""
