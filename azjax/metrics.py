@@ -122,17 +122,56 @@ def plot_curves(run_dir: str | Path) -> Path | None:
         ax.grid(alpha=0.3)
         if ax.lines:
             ax.legend(fontsize=8)
-    extra_sets = sorted({k for r in records for k in r if k.startswith("eval/oracle/set/")})
-    if extra_sets:  # per-set oracle errors share the oracle panel
-        ax = axes.flat[1]
-        for key in extra_sets:
-            points = [(r["wall_s"], r[key]) for r in records if key in r]
-            xs, ys = zip(*points, strict=True)
-            ax.plot(xs, ys, lw=1, ls="--", label=key.rsplit("/", 1)[1])
-        ax.legend(fontsize=7)
     fig.suptitle(f"azjax run: {run_dir.name}")
     fig.tight_layout()
     out = run_dir / "curves.png"
+    fig.savefig(out, dpi=90)
+    plt.close(fig)
+    _plot_oracle_sets(run_dir, records)
+    return out
+
+
+def _plot_oracle_sets(run_dir: Path, records: list[dict[str, Any]]) -> Path | None:
+    """oracle.png: one panel per oracle set (raw network dashed, search solid) against wall_s,
+    for games scored on several sets (connect four: Pascal Pons's six)."""
+    import matplotlib.pyplot as plt
+    import yaml
+
+    from azjax.oracle import set_titles
+
+    names = sorted({k.split("/")[3] for r in records for k in r
+                    if k.startswith("eval/oracle/set/")})
+    if not names:
+        return None
+    config = run_dir / "config.yaml"
+    game = (yaml.safe_load(config.read_text()) or {}).get("game", "") if config.is_file() else ""
+    titles = set_titles(game)
+    names.sort(key=lambda n: list(titles).index(n) if n in titles else len(titles))
+    columns = min(3, len(names))
+    rows = math.ceil(len(names) / columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(4 * columns, 3.2 * rows), squeeze=False,
+                             sharex=True)
+    for ax, name in zip(axes.flat, names, strict=False):
+        for kind, style in (("raw", "--"), ("search", "-")):
+            key = f"eval/oracle/set/{name}/{kind}"
+            points = [(r["wall_s"], r[key]) for r in records if key in r]
+            if points:
+                xs, ys = zip(*points, strict=True)
+                ax.plot(xs, ys, style, marker="o", ms=2, label=kind)
+        ax.set_title(titles.get(name, name) + (f" ({name})" if name in titles else ""),
+                     fontsize=10)
+        ax.set_ylim(bottom=0)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    for ax in axes.flat[len(names):]:
+        ax.axis("off")
+    for ax in axes[-1]:
+        ax.set_xlabel("wall_s")
+    for ax in axes[:, 0]:
+        ax.set_ylabel("error (%)")
+    fig.suptitle(f"azjax run {run_dir.name}: oracle error per set (% of positions)")
+    fig.tight_layout()
+    out = run_dir / "oracle.png"
     fig.savefig(out, dpi=90)
     plt.close(fig)
     return out

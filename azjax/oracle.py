@@ -28,6 +28,7 @@ from envs.core import Env, GameState, tree_select
 
 __all__ = [
     "DEFAULT_ORACLE_ROOT",
+    "set_titles",
     "OracleFormatError",
     "OracleRecord",
     "OracleSet",
@@ -113,6 +114,12 @@ _FORMATS = {
         titles={"positions": "All positions"},
     ),
 }
+
+
+def set_titles(game: str) -> dict[str, str]:
+    """Human names of a game's oracle sets by file stem (e.g. Test_L3_R1 -> End-Easy)."""
+    fmt = _FORMATS.get(game)
+    return dict(fmt.titles) if fmt else {}
 
 
 # ---- tic-tac-toe, solved here ---------------------------------------------------------------
