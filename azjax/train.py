@@ -5,6 +5,10 @@ buffer, then K jitted update steps called from a Python loop. (Measured on the 2
 `lax.scan` over update steps ran several times slower than a Python loop over one jitted
 step; self-play inside a scan is fine.) Every function compiles once; the big buffers are
 donated so XLA updates them in place.
+
+Given a mesh (`azjax.parallel`), the same functions are jitted with `NamedSharding`s: games and
+replay slots split on the batch axis, parameters replicated (`Learner.state_shardings`).
+Without one (a single device) nothing changes: plain jit, the same programs as before.
 """
 
 from __future__ import annotations
@@ -15,13 +19,17 @@ from typing import Any
 import chex
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 from flax import struct
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
 
 from azjax import replay as replay_lib
 from azjax.config import ExperimentConfig, TrainConfig
 from azjax.losses import alphazero_loss
 from azjax.network import init_network, make_network
+from azjax.parallel import AXIS, avoid_cached_cpu_collectives, check_divisible, replicate
 from azjax.search import make_search
 from azjax.selfplay import SelfPlayState, init_selfplay, make_selfplay
 from azjax.types import Positions
@@ -96,11 +104,17 @@ class Learner:
     """The compiled pieces of one experiment: self-play, replay, update step.
 
     Host code (CLI, checkpoints, logging) drives `iteration`; everything here is pure.
+    `mesh`: a 1-D mesh over several devices (`azjax.parallel.make_mesh`) to split the games
+    and the training batch over; None or one device = unsharded.
     """
 
-    def __init__(self, env: Env, config: ExperimentConfig):
+    def __init__(self, env: Env, config: ExperimentConfig, *, mesh: Mesh | None = None):
         self.env = env
         self.config = config
+        self.mesh = mesh if mesh is not None and mesh.devices.size > 1 else None
+        if self.mesh is not None:
+            check_divisible(config, self.mesh.devices.size)
+            avoid_cached_cpu_collectives(self.mesh)
         self.module, self.apply_fn = make_network(config.network, env.num_actions)
         self.search_fn = make_search(env, self.apply_fn, config.search)
         self.optimizer = make_optimizer(config.train)
@@ -108,14 +122,67 @@ class Learner:
         self._replay_ready = False
         # `compile()` swaps these for ahead-of-time executables: after that, an input whose
         # shape or dtype drifts fails loudly instead of silently recompiling every iteration.
-        self.selfplay_step = jax.jit(self._selfplay_and_add, donate_argnums=(0,))
-        self.update_step = jax.jit(self._update, donate_argnums=(0,))
+        if self.mesh is None:
+            self.selfplay_step = jax.jit(self._selfplay_and_add, donate_argnums=(0,))
+            self.update_step = jax.jit(self._update, donate_argnums=(0,))
+        else:
+            run = self.state_shardings()
+            rep = self._replicated
+            self.selfplay_step = jax.jit(self._selfplay_and_add, donate_argnums=(0,),
+                                         in_shardings=(run, rep), out_shardings=(run, rep))
+            self.update_step = jax.jit(self._update, donate_argnums=(0,),
+                                       in_shardings=(run.train, run.replay, rep, rep),
+                                       out_shardings=(run.train, rep))
+
+    # ---- sharding ----------------------------------------------------------------------------
+
+    @property
+    def _replicated(self) -> NamedSharding:
+        return NamedSharding(self.mesh, P())
+
+    def state_shardings(self) -> RunState:
+        """A RunState of NamedShardings: games [B] and step records [T, B] split on B, replay
+        slots [C] split on C, everything else (params, optimizer, counters) replicated.
+
+        The replay buffer keeps its global ring order (one `next_index`), each device holding a
+        contiguous C / D block of slots: `add` writes each position into the device owning its
+        slot and `sample` gathers the drawn slots from their owners (a [batch] all-reduce,
+        small next to the update). So D devices train on exactly the batches one device would,
+        and a checkpoint resumes on any device count.
+        """
+        abstract = jax.eval_shape(self._init_state, jax.random.PRNGKey(0))
+        rep, games, steps = (self._replicated, NamedSharding(self.mesh, P(AXIS)),
+                             NamedSharding(self.mesh, P(None, AXIS)))
+        every = lambda tree, sharding: jax.tree.map(lambda _: sharding, tree)
+        return RunState(
+            iteration=rep,
+            train=every(abstract.train, rep),
+            selfplay=SelfPlayState(
+                games=every(abstract.selfplay.games, games), opening_moves=games,
+                previous=every(abstract.selfplay.previous, steps), previous_emitted=steps),
+            replay=replay_lib.ReplayBuffer(
+                positions=every(abstract.replay.positions, games), next_index=rep, size=rep,
+                total_added=rep),
+            selfplay_params=every(abstract.selfplay_params, rep),
+        )
+
+    def abstract_state(self) -> RunState:
+        """Shapes, dtypes (and with a mesh, shardings) of the run state: a restore target."""
+        abstract = jax.eval_shape(self._init_state, jax.random.PRNGKey(0))
+        if self.mesh is None:
+            return abstract
+        return jax.tree.map(lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s),
+                            abstract, self.state_shardings())
 
     # ---- state -----------------------------------------------------------------------------
 
     def init_state(self, key: chex.PRNGKey) -> RunState:
         """A fresh run: new network, B new games, an empty buffer (one compiled call)."""
-        run = jax.jit(self._init_state)(key)
+        if self.mesh is None:
+            run = jax.jit(self._init_state)(key)
+        else:  # created in place, each device making its own shards
+            run = jax.jit(self._init_state, out_shardings=self.state_shardings())(
+                replicate(self.mesh, key))
         # One buffer per leaf: the state is donated to the jitted step, and an env's init may
         # hand back the same array in two fields.
         return jax.tree.map(lambda x: jnp.array(x, copy=True), run)
@@ -160,6 +227,9 @@ class Learner:
         cfg = self.config.train
         k_sample, k_sym = jax.random.split(key)
         batch = replay_lib.sample(buffer, k_sample, cfg.batch_size, window)
+        if self.mesh is not None:  # each device computes the loss of its share of the batch
+            batch = jax.lax.with_sharding_constraint(
+                batch, NamedSharding(self.mesh, P(AXIS)))
         if self.config.selfplay.symmetries:
             batch = _augment(self.env, k_sym, batch)
         grad_fn = jax.value_and_grad(alphazero_loss, has_aux=True)
@@ -177,6 +247,8 @@ class Learner:
 
         key = jax.random.PRNGKey(0)
         window = replay_lib.window_size(self.config.replay, run.iteration)
+        if self.mesh is not None:
+            key, window = replicate(self.mesh, (key, window))
         with ThreadPoolExecutor(max_workers=1) as pool:
             update = pool.submit(
                 lambda: self.update_step.lower(run.train, run.replay, key, window).compile())
@@ -190,12 +262,17 @@ class Learner:
         cfg = self.config
         k_play, k_train = jax.random.split(key)
         window = replay_lib.window_size(cfg.replay, run.iteration)
+        if self.mesh is not None:  # host values as global arrays, the same in every process
+            k_play, window = replicate(self.mesh, (k_play, window))
         run, metrics = self.selfplay_step(run, k_play)
         train = run.train
         update_metrics = []
         if self._replay_ready or int(run.replay.size) >= max(cfg.train.min_replay_size, 1):
             self._replay_ready = True  # the buffer only grows: stop asking (a device sync)
-            for k in jax.random.split(k_train, cfg.train.updates_per_iteration):
+            keys = jax.random.split(k_train, cfg.train.updates_per_iteration)
+            if self.mesh is not None:
+                keys = [replicate(self.mesh, k) for k in np.asarray(keys)]
+            for k in keys:
                 train, step_metrics = self.update_step(train, run.replay, k, window)
                 update_metrics.append(step_metrics)
         run = run.replace(train=train)

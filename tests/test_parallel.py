@@ -1,0 +1,196 @@
+"""Data parallelism: 4 forced CPU devices and 2 CPU processes, each in subprocesses (the rest
+of the suite keeps its one device)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+
+import jax
+import numpy as np
+import pytest
+import yaml
+from conftest import REPO_ROOT, tiny_config
+
+from azjax.config import (
+    BudgetConfig,
+    CheckpointConfig,
+    ConfigError,
+    EvalConfig,
+    config_to_dict,
+)
+from azjax.parallel import check_divisible, mesh_description
+
+FOUR_DEVICES = "--xla_force_host_platform_device_count=4"
+
+# Runs in a 4-device process: one iteration unsharded (plain jit on device 0) and one on the
+# 4-device mesh, same seed; prints what the tests check as one JSON line.
+_FOUR_DEVICE_SCRIPT = textwrap.dedent("""
+    import json, sys
+    sys.path.insert(0, "tests")
+    import jax, numpy as np
+    from conftest import tiny_config
+    import envs
+    from azjax.config import ConfigError
+    from azjax.parallel import make_mesh
+    from azjax.train import Learner
+
+    config = tiny_config()
+    env = envs.make(config.game)
+    out = {"devices": jax.device_count()}
+    states = {}
+    for name, mesh in (("plain", None), ("mesh", make_mesh())):
+        learner = Learner(env, config, mesh=mesh)
+        run = learner.init_state(jax.random.PRNGKey(0))
+        run, metrics = learner.iteration(run, jax.random.PRNGKey(1))
+        states[name] = run
+        out[name + "_loss"] = float(metrics["loss"])
+    plain, mesh = states["plain"], states["mesh"]
+    out["max_param_diff"] = max(
+        float(np.max(np.abs(np.asarray(a) - np.asarray(b))))
+        for a, b in zip(jax.tree.leaves(plain.train.params), jax.tree.leaves(mesh.train.params)))
+    out["replay_size"] = [int(plain.replay.size), int(mesh.replay.size)]
+    out["same_replay_observations"] = bool(np.allclose(
+        np.asarray(plain.replay.positions.observation),
+        np.asarray(mesh.replay.positions.observation)))
+
+    def layout(x):
+        return {"spec": [str(p) for p in x.sharding.spec], "shape": list(x.shape),
+                "shards": sorted({tuple(s.data.shape) for s in x.addressable_shards}),
+                "devices": len({s.device for s in x.addressable_shards})}
+
+    out["games"] = layout(mesh.selfplay.games.current_player)
+    out["records"] = layout(mesh.selfplay.previous.observation)
+    out["replay"] = layout(mesh.replay.positions.observation)
+    out["params"] = layout(jax.tree.leaves(mesh.train.params)[0])
+    for key, value in (("selfplay.batch_size", 6), ("train.batch_size", 10)):
+        import dataclasses
+        section = key.split(".")[0]
+        bad = dataclasses.replace(config, **{section: dataclasses.replace(
+            getattr(config, section), batch_size=value)})
+        try:
+            Learner(env, bad, mesh=make_mesh())
+            out["error:" + key] = None
+        except ConfigError as error:
+            out["error:" + key] = str(error)
+    print("RESULT " + json.dumps(out))
+""")
+
+
+def _env(**extra) -> dict[str, str]:
+    env = dict(os.environ, JAX_COMPILATION_CACHE_DIR=str(REPO_ROOT / ".jax_cache"),
+               PYTHONUNBUFFERED="1", PYTHONPATH=str(REPO_ROOT))
+    env.update(extra)
+    return env
+
+
+@pytest.fixture(scope="module")
+def four_devices():
+    out = subprocess.run([sys.executable, "-c", _FOUR_DEVICE_SCRIPT], cwd=REPO_ROOT,
+                         env=_env(XLA_FLAGS=FOUR_DEVICES), capture_output=True, text=True,
+                         timeout=240, stdin=subprocess.DEVNULL)
+    assert out.returncode == 0, out.stderr[-3000:]
+    line = next(line for line in out.stdout.splitlines() if line.startswith("RESULT "))
+    return json.loads(line[len("RESULT "):])
+
+
+def test_a_sharded_iteration_trains_the_same_parameters_as_an_unsharded_one(four_devices):
+    assert four_devices["devices"] == 4
+    assert four_devices["max_param_diff"] < 1e-5
+    assert four_devices["plain_loss"] == pytest.approx(four_devices["mesh_loss"], rel=1e-5)
+    assert four_devices["replay_size"][0] == four_devices["replay_size"][1] > 0
+    assert four_devices["same_replay_observations"]
+
+
+def test_games_records_and_replay_are_split_on_the_batch_axis(four_devices):
+    batch, capacity = tiny_config().selfplay.batch_size, tiny_config().replay.capacity
+    games, records, replay = (four_devices[k] for k in ("games", "records", "replay"))
+    assert games["spec"] == ["batch"] and games["shape"] == [batch]
+    assert games["shards"] == [[batch // 4]] and games["devices"] == 4
+    chunk = records["shape"][0]
+    assert records["spec"] == ["None", "batch"]
+    assert records["shards"] == [[chunk, batch // 4, 3, 3, 2]] and records["devices"] == 4
+    assert replay["spec"] == ["batch"]
+    assert replay["shards"] == [[capacity // 4, 3, 3, 2]] and replay["devices"] == 4
+    params = four_devices["params"]  # replicated: every device holds the whole array
+    assert params["spec"] == [] and params["shards"] == [params["shape"]]
+
+
+def test_a_batch_that_does_not_split_over_the_devices_is_refused_naming_the_key(four_devices):
+    assert four_devices["error:selfplay.batch_size"] == (
+        "selfplay.batch_size (6) must be divisible by the device count (4): it is a global "
+        "size, split over the devices")
+    assert "train.batch_size (10)" in four_devices["error:train.batch_size"]
+    with pytest.raises(ConfigError, match=r"replay.capacity \(510\).*device count \(4\)"):
+        check_divisible(tiny_config(replay=dataclasses.replace(tiny_config().replay,
+                                                               capacity=510)), 4)
+    check_divisible(tiny_config(), 1)  # one device: anything goes
+
+
+def test_cli_refuses_an_indivisible_batch_before_touching_the_run_dir(tmp_path):
+    config = tmp_path / "tiny.yaml"
+    config.write_text(yaml.safe_dump(config_to_dict(tiny_config())))
+    out = subprocess.run(
+        [sys.executable, "-m", "azjax.cli", "train", str(config), "--run-dir",
+         str(tmp_path / "run"), "--set", "selfplay.batch_size=6"], cwd=REPO_ROOT,
+        env=_env(XLA_FLAGS=FOUR_DEVICES), capture_output=True, text=True, timeout=120,
+        stdin=subprocess.DEVNULL)
+    assert out.returncode == 2
+    assert out.stderr.strip() == ("error: selfplay.batch_size (6) must be divisible by the "
+                                  "device count (4): it is a global size, split over the devices")
+    assert not (tmp_path / "run").exists()
+
+
+def test_mesh_description_of_this_process():
+    assert mesh_description() == {"processes": 1, "devices": jax.device_count(),
+                                  "devices_per_process": jax.device_count(),
+                                  "platform": jax.devices()[0].platform}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_two_processes_train_one_iteration_and_one_process_resumes(tmp_path):
+    """Two CPU processes (one device each) on localhost, joined by jax.distributed, run one
+    iteration and write one checkpoint; a plain single-process run then resumes from it."""
+    from azjax.run import train
+
+    config = dataclasses.replace(  # no evaluation: nothing but training to compile
+        tiny_config(eval=EvalConfig(every_iterations=100, oracle=False, opponents=())),
+        budget=BudgetConfig(max_iterations=1),
+        checkpoint=CheckpointConfig(every_iterations=1, keep=2))
+    path = tmp_path / "tiny.yaml"
+    path.write_text(yaml.safe_dump(config_to_dict(config)))
+    run_dir = tmp_path / "run"
+    port = _free_port()
+    processes = [subprocess.Popen(
+        [sys.executable, "-m", "azjax.cli", "train", str(path), "--run-dir", str(run_dir),
+         "--no-progress", "--coordinator", f"127.0.0.1:{port}", "--num-processes", "2",
+         "--process-id", str(i)], cwd=REPO_ROOT, env=_env(XLA_FLAGS=""),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+        for i in range(2)]
+    outputs = [p.communicate(timeout=240) for p in processes]
+    for p, (_, stderr) in zip(processes, outputs, strict=True):
+        assert p.returncode == 0, stderr[-3000:]
+    assert "mesh: 2 process(es) x 1 cpu device(s)" in outputs[0][0]
+    assert "mesh:" not in outputs[1][0]  # only process 0 prints
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert records[0] == {**records[0], "event": "start", "processes": 2, "devices": 2,
+                          "devices_per_process": 1, "platform": "cpu"}
+    assert [r["iteration"] for r in records if "loss" in r] == [1]  # logged once, by process 0
+    assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == ["1"]
+
+    result = train(dataclasses.replace(config, budget=BudgetConfig(max_iterations=2)), run_dir,
+                   show_progress=False)
+    assert result.iterations == 2 and np.isfinite(result.final_metrics["loss"])
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    resume = next(r for r in records if r.get("event") == "resume")
+    assert resume["iteration"] == 1 and resume["processes"] == 1
