@@ -48,9 +48,11 @@ def avoid_cached_cpu_collectives(mesh: Mesh) -> None:
     With jax 0.10.2, a sharded CPU program loaded back from the persistent cache deadlocks in
     its first collective (XLA's rendezvous times out after 40 s with the devices waiting in
     different collectives), while the same program freshly compiled runs fine: measured here
-    with 4 forced host devices, a fresh cache dir, run twice. GPUs and TPUs keep the cache.
+    with 4 forced host devices, a fresh cache dir, run twice. One CPU device per process
+    (collectives through gloo) and GPUs and TPUs keep the cache.
     """
-    if mesh.devices.size > 1 and mesh.devices.flat[0].platform == "cpu":
+    local = [d for d in mesh.devices.flat if d.process_index == jax.process_index()]
+    if len(local) > 1 and local[0].platform == "cpu":
         jax.config.update("jax_enable_compilation_cache", False)
 
 

@@ -22,7 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 from flax import struct
-from jax.sharding import Mesh, NamedSharding
+from jax.sharding import Mesh, NamedSharding, SingleDeviceSharding
 from jax.sharding import PartitionSpec as P
 
 from azjax import replay as replay_lib
@@ -167,12 +167,16 @@ class Learner:
         )
 
     def abstract_state(self) -> RunState:
-        """Shapes, dtypes (and with a mesh, shardings) of the run state: a restore target."""
+        """Shapes, dtypes and shardings of the run state: a restore target. The shardings are
+        this run's (a checkpoint written on other devices or processes is laid out anew)."""
         abstract = jax.eval_shape(self._init_state, jax.random.PRNGKey(0))
         if self.mesh is None:
-            return abstract
+            one = SingleDeviceSharding(jax.local_devices()[0])
+            shardings = jax.tree.map(lambda _: one, abstract)
+        else:
+            shardings = self.state_shardings()
         return jax.tree.map(lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s),
-                            abstract, self.state_shardings())
+                            abstract, shardings)
 
     # ---- state -----------------------------------------------------------------------------
 
