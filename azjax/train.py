@@ -118,9 +118,8 @@ class Learner:
         self.module, self.apply_fn = make_network(config.network, env.num_actions)
         self.search_fn = make_search(env, self.apply_fn, config.search)
         self.optimizer = make_optimizer(config.train)
-        self._selfplay = make_selfplay(env, self.search_fn, config.selfplay)
-        if self.mesh is not None:
-            self._selfplay = self._sharded_selfplay(config.selfplay)
+        self._selfplay = (make_selfplay(env, self.search_fn, config.selfplay) if self.mesh is None
+                          else self._sharded_selfplay(config.selfplay))
         self._replay_ready = False
         # `compile()` swaps these for ahead-of-time executables: after that, an input whose
         # shape or dtype drifts fails loudly instead of silently recompiling every iteration.
@@ -149,8 +148,8 @@ class Learner:
         The replay buffer keeps its global ring order (one `next_index`), each device holding a
         contiguous C / D block of slots: `add` writes each position into the device owning its
         slot and `sample` gathers the drawn slots from their owners (a [batch] all-reduce,
-        small next to the update). So D devices train on exactly the batches one device would,
-        and a checkpoint resumes on any device count.
+        small next to the update). So from the same buffer D devices train exactly as one
+        device would (to float rounding), and a checkpoint resumes on any device count.
         """
         abstract = jax.eval_shape(self._init_state, jax.random.PRNGKey(0))
         rep, games, steps = (self._replicated, NamedSharding(self.mesh, P(AXIS)),

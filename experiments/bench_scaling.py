@@ -127,10 +127,11 @@ def main() -> None:
                 p.stdin.write("go\n")
                 p.stdin.flush()
             times[name].append(max(_read(p, "RESULT")["seconds"] for p in workers[name]))
-    for group in workers.values():
-        for p in group:
-            p.stdin.close()
-            p.wait()
+    everyone = [p for group in workers.values() for p in group]
+    for p in everyone:  # all at once: the two processes leave jax.distributed together
+        p.stdin.close()
+    for p in everyone:
+        p.wait()
 
     from azjax.config import load_config
     from azjax.metrics import machine_description
