@@ -94,14 +94,14 @@ def train(
 ) -> None:
     """Train from a config; resumes if the run dir holds a checkpoint. Uses every device; with
     the multi-host flags, every device of every process (see docs/scaling.md)."""
-    if distributed or any(v is not None for v in (coordinator, num_processes, process_id)):
-        from azjax.parallel import initialize_distributed
-
-        initialize_distributed(coordinator, num_processes, process_id)  # before any JAX work
-    from azjax.config import load_config
-    from azjax.run import train as run_training
-
     try:
+        if distributed or any(v is not None for v in (coordinator, num_processes, process_id)):
+            from azjax.parallel import initialize_distributed
+
+            initialize_distributed(coordinator, num_processes, process_id)  # before JAX works
+        from azjax.config import load_config
+        from azjax.run import train as run_training
+
         cfg = load_config(config, set_ or [])
         result = run_training(cfg, run_dir or Path("runs") / config.stem, show_progress=progress)
     except _user_errors() as error:

@@ -108,5 +108,10 @@ def initialize_distributed(coordinator: str | None = None, num_processes: int | 
     explicitly so that the choice does not depend on the installed version's default.
     """
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
-    jax.distributed.initialize(coordinator_address=coordinator, num_processes=num_processes,
-                               process_id=process_id)
+    try:
+        jax.distributed.initialize(coordinator_address=coordinator, num_processes=num_processes,
+                                   process_id=process_id)
+    except ValueError as error:  # e.g. no cluster detected and no flags
+        raise ValueError(f"multi-host set-up: {error} (outside SLURM, Open MPI and TPU pods, "
+                         "give --coordinator HOST:PORT --num-processes N --process-id I)"
+                         ) from None
