@@ -106,6 +106,10 @@ def train(
         result = run_training(cfg, run_dir or Path("runs") / config.stem, show_progress=progress)
     except _user_errors() as error:
         _fail(error)
+    import jax
+
+    if jax.process_index() != 0:  # multi-host: process 0 speaks for the run
+        return
     ttp = result.time_to_perfect_s
     typer.echo(f"done: {result.iterations} iterations, wall_s {result.wall_s:.1f}"
                + (f", time to perfect play {ttp:.1f} s" if ttp is not None else "")

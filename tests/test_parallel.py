@@ -215,7 +215,8 @@ def test_two_processes_train_one_iteration_and_one_process_resumes(tmp_path):
     for p, (_, stderr) in zip(processes, outputs, strict=True):
         assert p.returncode == 0, stderr[-3000:]
     assert "mesh: 2 process(es) x 1 cpu device(s)" in outputs[0][0]
-    assert "mesh:" not in outputs[1][0]  # only process 0 prints
+    assert "done: 1 iterations" in outputs[0][0]
+    assert "mesh:" not in outputs[1][0] and "done:" not in outputs[1][0]  # process 0 prints
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert records[0] == {**records[0], "event": "start", "processes": 2, "devices": 2,
                           "devices_per_process": 1, "platform": "cpu"}
