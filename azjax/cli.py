@@ -78,16 +78,38 @@ def train(
     set_: Annotated[list[str] | None, typer.Option(
         "--set", help="Override a config key, e.g. --set search.num_simulations=32")] = None,
     progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
+    coordinator: Annotated[str | None, typer.Option(
+        envvar="JAX_COORDINATOR_ADDRESS", show_envvar=False,
+        help="Multi-host: HOST:PORT of process 0's coordinator (jax.distributed); with "
+             "--num-processes and --process-id. Every process runs the same command.")] = None,
+    num_processes: Annotated[int | None, typer.Option(
+        envvar="JAX_NUM_PROCESSES", show_envvar=False,
+        help="Multi-host: how many processes take part.")] = None,
+    process_id: Annotated[int | None, typer.Option(
+        envvar="JAX_PROCESS_ID", show_envvar=False,
+        help="Multi-host: this process's index, 0 to N-1.")] = None,
+    distributed: Annotated[bool, typer.Option(
+        "--distributed", help="Multi-host with the cluster detected by JAX (SLURM, Open MPI, "
+                              "Cloud TPU pods); no other flag needed.")] = False,
 ) -> None:
-    """Train from a config; resumes if the run dir holds a checkpoint."""
-    from azjax.config import load_config
-    from azjax.run import train as run_training
-
+    """Train from a config; resumes if the run dir holds a checkpoint. Uses every device; with
+    the multi-host flags, every device of every process (see docs/scaling.md)."""
     try:
+        if distributed or any(v is not None for v in (coordinator, num_processes, process_id)):
+            from azjax.parallel import initialize_distributed
+
+            initialize_distributed(coordinator, num_processes, process_id)  # before JAX works
+        from azjax.config import load_config
+        from azjax.run import train as run_training
+
         cfg = load_config(config, set_ or [])
         result = run_training(cfg, run_dir or Path("runs") / config.stem, show_progress=progress)
     except _user_errors() as error:
         _fail(error)
+    import jax
+
+    if jax.process_index() != 0:  # multi-host: process 0 speaks for the run
+        return
     ttp = result.time_to_perfect_s
     if result.stopped_by:
         typer.echo(f"stopped by {result.stopped_by} after iteration {result.iterations} "

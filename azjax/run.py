@@ -8,6 +8,10 @@ decides when to call what, and keeps the run dir consistent:
   before anything on disk is touched;
 - iteration keys are `fold_in(root, iteration)`, so a resumed run replays the same randomness
   and ends with the same parameters as a run never stopped.
+
+On several devices or processes (`azjax.parallel`) every process runs this same loop over its
+own shards; all of them save the checkpoint together (orbax writes one), only process 0 writes
+metrics, snapshots and plots and prints, and the decision to stop is process 0's.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ import envs
 from azjax.checkpoint import CheckpointError, RunCheckpointer, save_model
 from azjax.config import ConfigError, ExperimentConfig, config_from_dict, config_to_dict
 from azjax.metrics import MetricsLogger, plot_curves
+from azjax.parallel import local_copy, make_mesh, mesh_description
 from azjax.train import Learner, RunState
 
 __all__ = ["TrainingError", "RunResult", "train", "open_run"]
@@ -144,16 +149,31 @@ def _budget_left(config: ExperimentConfig, iteration: int, wall_s: float) -> boo
     return not (budget.max_wall_s and wall_s >= budget.max_wall_s)
 
 
+def _agreed(flag: bool) -> bool:
+    """Process 0's value of `flag` in every process (each has its own clock)."""
+    if jax.process_count() == 1:
+        return flag
+    from jax.experimental import multihost_utils
+
+    return bool(multihost_utils.broadcast_one_to_all(np.int32(flag)))
+
+
 def train(config: ExperimentConfig, run_dir: str | Path, *, show_progress: bool = True,
           evaluator_factory=None) -> RunResult:
-    """Trains (or resumes) `config` in `run_dir` until the budget is spent."""
+    """Trains (or resumes) `config` in `run_dir` until the budget is spent, on every device of
+    every process (games and training batches split over them; see `azjax.parallel`)."""
     from azjax.evaluation import Evaluator  # late: imports baselines and oracles
 
     segment_start = time.perf_counter()
     run_dir = Path(run_dir)
     config, resume = open_run(run_dir, config)
     env = envs.make(config.game)
-    learner = Learner(env, config)
+    mesh = make_mesh()
+    learner = Learner(env, config, mesh=mesh)  # checks that the batches split over the mesh
+    is_main = jax.process_index() == 0
+    # Evaluation and snapshots work on a plain copy of the replicated params (every process
+    # evaluates alike, so that gating and the perfect-play stop agree without messages).
+    host_params = local_copy if learner.mesh is not None else lambda params: params
     init_key, train_key, eval_key = jax.random.split(jax.random.PRNGKey(config.seed), 3)
 
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -161,17 +181,19 @@ def train(config: ExperimentConfig, run_dir: str | Path, *, show_progress: bool 
     if resume is None:
         state = learner.init_state(init_key)
         wall_offset, time_to_perfect = 0.0, None
-        (run_dir / "config.yaml").write_text(yaml.safe_dump(config_to_dict(config),
-                                                            sort_keys=False))
+        if is_main:
+            (run_dir / "config.yaml").write_text(yaml.safe_dump(config_to_dict(config),
+                                                                sort_keys=False))
     else:
-        abstract = jax.eval_shape(learner.init_state, init_key)
-        state = checkpointer.restore_state(resume["iteration"], abstract)
+        # With a mesh the target carries its shardings: each process reads only its shards.
+        state = checkpointer.restore_state(resume["iteration"], learner.abstract_state())
         wall_offset = float(resume.get("wall_s", 0.0))
         time_to_perfect = resume.get("time_to_perfect_s")
     iteration = int(state.iteration)
-    logger = MetricsLogger(run_dir, resume_iteration=iteration if resume else None)
+    logger = MetricsLogger(run_dir, resume_iteration=iteration if resume else None,
+                           enabled=is_main)
     evaluator = (evaluator_factory or Evaluator)(env, config, learner,
-                                                 params_example=state.train.params)
+                                                 params_example=host_params(state.train.params))
     learner.compile(state)
     positions_per_iteration = int(np.prod(state.selfplay.previous.player.shape))
 
@@ -184,12 +206,18 @@ def train(config: ExperimentConfig, run_dir: str | Path, *, show_progress: bool 
                 "seed": config.seed, "game": config.game}
         checkpointer.save(int(run_state.iteration), run_state, meta)
 
+    layout = mesh_description(mesh)
+    if is_main:
+        tqdm.write(f"mesh: {layout['processes']} process(es) x {layout['devices_per_process']} "
+                   f"{layout['platform']} device(s); games and training batches split "
+                   f"{layout['devices']} way(s)")
+    # The first line of metrics.jsonl (and one per resumed segment): where the run ran.
     logger.log({"event": "resume" if resume else "start", "iteration": iteration,
-                "wall_s": wall_s(), "devices": jax.device_count(),
-                "platform": jax.devices()[0].platform})
+                "wall_s": wall_s(), **layout})
     # The untrained network is scored at the first evaluation (once the evaluator has
     # compiled in the background), for comparison; the state itself is donated, hence a copy.
-    untrained = jax.tree.map(jnp.copy, state.train.params) if resume is None else None
+    untrained = (host_params(jax.tree.map(jnp.copy, state.train.params)) if resume is None
+                 else None)
     # The bar counts toward the budget: iterations if capped, else wall seconds (ETA to it).
     by_wall = not config.budget.max_iterations and bool(config.budget.max_wall_s)
     wall_format = ("{desc}: {percentage:3.0f}%|{bar}| {n:.0f}/{total:.0f} s "
@@ -197,7 +225,8 @@ def train(config: ExperimentConfig, run_dir: str | Path, *, show_progress: bool 
     bar = tqdm(total=config.budget.max_wall_s if by_wall else (config.budget.max_iterations
                                                                or None),
                initial=round(wall_s()) if by_wall else iteration, unit="s" if by_wall else "it",
-               disable=not show_progress, desc=f"train {config.game}", dynamic_ncols=True,
+               disable=not (show_progress and is_main), desc=f"train {config.game}",
+               dynamic_ncols=True,
                bar_format=wall_format if by_wall else None)
     plotter = _BackgroundPlotter()
     last_record: dict[str, Any] = {}
@@ -205,8 +234,8 @@ def train(config: ExperimentConfig, run_dir: str | Path, *, show_progress: bool 
     stop = _StopRequests()
     try:
         stop.install()
-        while (_budget_left(config, iteration, wall_s()) and not perfect
-               and stop.signal_name is None):
+        while _agreed(_budget_left(config, iteration, wall_s())
+                      and stop.signal_name is None) and not perfect:
             step_start = time.perf_counter()
             new_state, metrics = learner.iteration(state, jax.random.fold_in(train_key, iteration))
             if not math.isfinite(float(metrics.get("loss", 0.0))):
@@ -224,8 +253,8 @@ def train(config: ExperimentConfig, run_dir: str | Path, *, show_progress: bool 
                           float(metrics["selfplay/first_player_wins"]) / finished,
                       "selfplay/draw_rate": float(metrics["selfplay/draws"]) / finished,
                       **{k: float(v) for k, v in metrics.items()}}
-            if iteration % config.eval.every_iterations == 0 or not _budget_left(
-                    config, iteration, wall_s()):
+            if iteration % config.eval.every_iterations == 0 or not _agreed(_budget_left(
+                    config, iteration, wall_s())):
                 if untrained is not None:
                     baseline = evaluator.evaluate(untrained, jax.random.fold_in(eval_key, 0))
                     baseline = {k.replace("eval/", "untrained/", 1): v
@@ -237,13 +266,13 @@ def train(config: ExperimentConfig, run_dir: str | Path, *, show_progress: bool 
                     untrained = None
                 if config.eval.gating:
                     accepted, gate_score = evaluator.gate(
-                        state.train.params, state.selfplay_params,
+                        host_params(state.train.params), host_params(state.selfplay_params),
                         jax.random.fold_in(jax.random.fold_in(eval_key, iteration), 1))
                     record.update({"gating/score": gate_score, "gating/accepted": accepted})
                     if accepted:  # a copy: the run state must not hold one buffer twice
                         state = state.replace(
                             selfplay_params=jax.tree.map(jnp.copy, state.train.params))
-                eval_metrics = evaluator.evaluate(state.train.params,
+                eval_metrics = evaluator.evaluate(host_params(state.train.params),
                                                   jax.random.fold_in(eval_key, iteration))
                 record.update(eval_metrics)
                 record["wall_s"] = wall_s()
@@ -251,13 +280,15 @@ def train(config: ExperimentConfig, run_dir: str | Path, *, show_progress: bool 
                 if perfect and time_to_perfect is None:
                     time_to_perfect = record["wall_s"]
                     record["time_to_perfect_s"] = time_to_perfect
-                save_model(run_dir / "snapshots" / str(iteration), state.train.params, config,
-                           {"iteration": iteration, "wall_s": record["wall_s"],
-                            "positions": record["positions"], "eval": eval_metrics})
-                bar.write(evaluator.summary_line(iteration, record))
+                if is_main:
+                    save_model(run_dir / "snapshots" / str(iteration),
+                               host_params(state.train.params), config,
+                               {"iteration": iteration, "wall_s": record["wall_s"],
+                                "positions": record["positions"], "eval": eval_metrics})
+                    bar.write(evaluator.summary_line(iteration, record))
             logger.log(record)
             last_record = record
-            if iteration % config.eval.every_iterations == 0:
+            if iteration % config.eval.every_iterations == 0 and is_main:
                 plotter.submit(run_dir)
             if iteration % config.checkpoint.every_iterations == 0:
                 save(state)
@@ -270,13 +301,15 @@ def train(config: ExperimentConfig, run_dir: str | Path, *, show_progress: bool 
     finally:
         stop.restore()
         plotter.close()
-        plot_curves(run_dir)
+        if is_main:
+            plot_curves(run_dir)
         bar.close()
         logger.close()
         checkpointer.close()
     summary = {"event": "end", "iteration": iteration, "wall_s": wall_s(),
                "time_to_perfect_s": time_to_perfect, "stopped_by": stop.signal_name}
-    with (run_dir / "metrics.jsonl").open("a") as f:
-        f.write(json.dumps(summary) + "\n")
+    if is_main:
+        with (run_dir / "metrics.jsonl").open("a") as f:
+            f.write(json.dumps(summary) + "\n")
     return RunResult(run_dir, iteration, wall_s(), last_record, time_to_perfect,
                      stopped_by=stop.signal_name)

@@ -5,6 +5,10 @@ buffer, then K jitted update steps called from a Python loop. (Measured on the 2
 `lax.scan` over update steps ran several times slower than a Python loop over one jitted
 step; self-play inside a scan is fine.) Every function compiles once; the big buffers are
 donated so XLA updates them in place.
+
+Given a mesh (`azjax.parallel`), the same functions are jitted with `NamedSharding`s: games and
+replay slots split on the batch axis, parameters replicated (`Learner.state_shardings`).
+Without one (a single device) nothing changes: plain jit, the same programs as before.
 """
 
 from __future__ import annotations
@@ -15,13 +19,17 @@ from typing import Any
 import chex
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 from flax import struct
+from jax.sharding import Mesh, NamedSharding, SingleDeviceSharding
+from jax.sharding import PartitionSpec as P
 
 from azjax import replay as replay_lib
 from azjax.config import ExperimentConfig, TrainConfig
 from azjax.losses import alphazero_loss
 from azjax.network import init_network, make_network
+from azjax.parallel import AXIS, avoid_cached_cpu_collectives, check_divisible, replicate
 from azjax.search import make_search
 from azjax.selfplay import SelfPlayState, init_selfplay, make_selfplay
 from azjax.types import Positions
@@ -96,26 +104,90 @@ class Learner:
     """The compiled pieces of one experiment: self-play, replay, update step.
 
     Host code (CLI, checkpoints, logging) drives `iteration`; everything here is pure.
+    `mesh`: a 1-D mesh over several devices (`azjax.parallel.make_mesh`) to split the games
+    and the training batch over; None or one device = unsharded.
     """
 
-    def __init__(self, env: Env, config: ExperimentConfig):
+    def __init__(self, env: Env, config: ExperimentConfig, *, mesh: Mesh | None = None):
         self.env = env
         self.config = config
+        self.mesh = mesh if mesh is not None and mesh.devices.size > 1 else None
+        if self.mesh is not None:
+            check_divisible(config, self.mesh.devices.size)
+            avoid_cached_cpu_collectives(self.mesh)
         self.module, self.apply_fn = make_network(config.network, env.num_actions)
         self.search_fn = make_search(env, self.apply_fn, config.search)
         self.optimizer = make_optimizer(config.train)
-        self._selfplay = make_selfplay(env, self.search_fn, config.selfplay)
+        self._selfplay = (make_selfplay(env, self.search_fn, config.selfplay) if self.mesh is None
+                          else self._sharded_selfplay(config.selfplay))
         self._replay_ready = False
         # `compile()` swaps these for ahead-of-time executables: after that, an input whose
         # shape or dtype drifts fails loudly instead of silently recompiling every iteration.
-        self.selfplay_step = jax.jit(self._selfplay_and_add, donate_argnums=(0,))
-        self.update_step = jax.jit(self._update, donate_argnums=(0,))
+        if self.mesh is None:
+            self.selfplay_step = jax.jit(self._selfplay_and_add, donate_argnums=(0,))
+            self.update_step = jax.jit(self._update, donate_argnums=(0,))
+        else:
+            run = self.state_shardings()
+            rep = self._replicated
+            self.selfplay_step = jax.jit(self._selfplay_and_add, donate_argnums=(0,),
+                                         in_shardings=(run, rep), out_shardings=(run, rep))
+            self.update_step = jax.jit(self._update, donate_argnums=(0,),
+                                       in_shardings=(run.train, run.replay, rep, rep),
+                                       out_shardings=(run.train, rep))
+
+    # ---- sharding ----------------------------------------------------------------------------
+
+    @property
+    def _replicated(self) -> NamedSharding:
+        return NamedSharding(self.mesh, P())
+
+    def state_shardings(self) -> RunState:
+        """A RunState of NamedShardings: games [B] and step records [T, B] split on B, replay
+        slots [C] split on C, everything else (params, optimizer, counters) replicated.
+
+        The replay buffer keeps its global ring order (one `next_index`), each device holding a
+        contiguous C / D block of slots: `add` writes each position into the device owning its
+        slot and `sample` gathers the drawn slots from their owners (a [batch] all-reduce,
+        small next to the update). So from the same buffer D devices train exactly as one
+        device would (to float rounding), and a checkpoint resumes on any device count.
+        """
+        abstract = jax.eval_shape(self._init_state, jax.random.PRNGKey(0))
+        rep, games, steps = (self._replicated, NamedSharding(self.mesh, P(AXIS)),
+                             NamedSharding(self.mesh, P(None, AXIS)))
+        every = lambda tree, sharding: jax.tree.map(lambda _: sharding, tree)
+        return RunState(
+            iteration=rep,
+            train=every(abstract.train, rep),
+            selfplay=SelfPlayState(
+                games=every(abstract.selfplay.games, games), opening_moves=games,
+                previous=every(abstract.selfplay.previous, steps), previous_emitted=steps),
+            replay=replay_lib.ReplayBuffer(
+                positions=every(abstract.replay.positions, games), next_index=rep, size=rep,
+                total_added=rep),
+            selfplay_params=every(abstract.selfplay_params, rep),
+        )
+
+    def abstract_state(self) -> RunState:
+        """Shapes, dtypes and shardings of the run state: a restore target. The shardings are
+        this run's (a checkpoint written on other devices or processes is laid out anew)."""
+        abstract = jax.eval_shape(self._init_state, jax.random.PRNGKey(0))
+        if self.mesh is None:
+            one = SingleDeviceSharding(jax.local_devices()[0])
+            shardings = jax.tree.map(lambda _: one, abstract)
+        else:
+            shardings = self.state_shardings()
+        return jax.tree.map(lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s),
+                            abstract, shardings)
 
     # ---- state -----------------------------------------------------------------------------
 
     def init_state(self, key: chex.PRNGKey) -> RunState:
         """A fresh run: new network, B new games, an empty buffer (one compiled call)."""
-        run = jax.jit(self._init_state)(key)
+        if self.mesh is None:
+            run = jax.jit(self._init_state)(key)
+        else:  # created in place, each device making its own shards
+            run = jax.jit(self._init_state, out_shardings=self.state_shardings())(
+                replicate(self.mesh, key))
         # One buffer per leaf: the state is donated to the jitted step, and an env's init may
         # hand back the same array in two fields.
         return jax.tree.map(lambda x: jnp.array(x, copy=True), run)
@@ -139,6 +211,46 @@ class Learner:
             selfplay_params=params if cfg.eval.gating else None,
         )
 
+    def _sharded_selfplay(self, config):
+        """Self-play as D independent games-per-device programs (`jax.shard_map`).
+
+        Device d plays its B / D games with the key `fold_in(key, d)`: no communication inside
+        the search. (A global program partitioned by XLA gathered the tree's batch-indexed
+        arrays across devices at every simulation: 0.2x the speed of one device on 2 forced CPU
+        devices, and 600x slower across two processes; `docs/scaling.md`.) Same signature and
+        global shapes as `make_selfplay`'s function; positions come out device-major.
+        """
+        devices = self.mesh.devices.size
+        local = make_selfplay(self.env, self.search_fn,
+                              dataclasses.replace(config, batch_size=config.batch_size // devices))
+        games, steps, rep = P(AXIS), P(None, AXIS), P()
+
+        def per_device(variables, key, state):
+            key = jax.random.fold_in(key, jax.lax.axis_index(AXIS))
+            state, positions, emit, stats = local(variables, key, state)
+            return state, positions, emit, jax.tree.map(lambda x: x[None], stats)
+
+        state_spec = SelfPlayState(games=games, opening_moves=games, previous=steps,
+                                   previous_emitted=steps)
+        sharded = jax.shard_map(per_device, mesh=self.mesh, in_specs=(rep, rep, state_spec),
+                                out_specs=(state_spec, games, games, games), check_vma=False)
+
+        def selfplay(variables, key, state):
+            state, positions, emit, stats = sharded(variables, key, state)  # stats [D]
+            finished = jnp.sum(stats.games_finished)
+            steps_played = jnp.sum(stats.mean_game_length
+                                   * jnp.maximum(stats.games_finished, 1))  # T x B / D each
+            stats = stats.replace(
+                games_finished=finished,
+                first_player_wins=jnp.sum(stats.first_player_wins),
+                second_player_wins=jnp.sum(stats.second_player_wins),
+                draws=jnp.sum(stats.draws),
+                mean_game_length=steps_played / jnp.maximum(finished, 1).astype(jnp.float32),
+                mean_root_value=jnp.mean(stats.mean_root_value))
+            return state, positions, emit, stats
+
+        return selfplay
+
     # ---- compiled pieces ------------------------------------------------------------------
 
     def _selfplay_and_add(self, run: RunState, key: chex.PRNGKey):
@@ -160,6 +272,9 @@ class Learner:
         cfg = self.config.train
         k_sample, k_sym = jax.random.split(key)
         batch = replay_lib.sample(buffer, k_sample, cfg.batch_size, window)
+        if self.mesh is not None:  # each device computes the loss of its share of the batch
+            batch = jax.lax.with_sharding_constraint(
+                batch, NamedSharding(self.mesh, P(AXIS)))
         if self.config.selfplay.symmetries:
             batch = _augment(self.env, k_sym, batch)
         grad_fn = jax.value_and_grad(alphazero_loss, has_aux=True)
@@ -177,6 +292,8 @@ class Learner:
 
         key = jax.random.PRNGKey(0)
         window = replay_lib.window_size(self.config.replay, run.iteration)
+        if self.mesh is not None:
+            key, window = replicate(self.mesh, (key, window))
         with ThreadPoolExecutor(max_workers=1) as pool:
             update = pool.submit(
                 lambda: self.update_step.lower(run.train, run.replay, key, window).compile())
@@ -190,12 +307,17 @@ class Learner:
         cfg = self.config
         k_play, k_train = jax.random.split(key)
         window = replay_lib.window_size(cfg.replay, run.iteration)
+        if self.mesh is not None:  # host values as global arrays, the same in every process
+            k_play, window = replicate(self.mesh, (k_play, window))
         run, metrics = self.selfplay_step(run, k_play)
         train = run.train
         update_metrics = []
         if self._replay_ready or int(run.replay.size) >= max(cfg.train.min_replay_size, 1):
             self._replay_ready = True  # the buffer only grows: stop asking (a device sync)
-            for k in jax.random.split(k_train, cfg.train.updates_per_iteration):
+            keys = jax.random.split(k_train, cfg.train.updates_per_iteration)
+            if self.mesh is not None:
+                keys = [replicate(self.mesh, k) for k in np.asarray(keys)]
+            for k in keys:
                 train, step_metrics = self.update_step(train, run.replay, k, window)
                 update_metrics.append(step_metrics)
         run = run.replace(train=train)

@@ -1,0 +1,231 @@
+"""Data parallelism: 4 forced CPU devices and 2 CPU processes, each in subprocesses (the rest
+of the suite keeps its one device)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+
+import jax
+import numpy as np
+import pytest
+import yaml
+from conftest import REPO_ROOT, tiny_config
+
+from azjax.config import (
+    BudgetConfig,
+    CheckpointConfig,
+    ConfigError,
+    EvalConfig,
+    config_to_dict,
+)
+from azjax.parallel import check_divisible, mesh_description
+
+FOUR_DEVICES = "--xla_force_host_platform_device_count=4"
+
+# Runs in a 4-device process: one iteration on the 4-device mesh, and the same iteration
+# computed without a mesh on device 0 from its definition: each device's quarter of the games
+# played by the unsharded self-play with the key fold_in(key, device), the positions added
+# device by device, then the unsharded update steps. Prints what the tests check as JSON.
+_FOUR_DEVICE_SCRIPT = textwrap.dedent("""
+    import dataclasses, json, sys
+    sys.path.insert(0, "tests")
+    import jax, jax.numpy as jnp, numpy as np
+    from conftest import tiny_config
+    import envs
+    from azjax import replay as replay_lib
+    from azjax.config import ConfigError
+    from azjax.parallel import make_mesh
+    from azjax.selfplay import make_selfplay
+    from azjax.train import Learner
+
+    config = tiny_config()
+    env = envs.make(config.game)
+    devices = jax.device_count()
+    plain, sharded = Learner(env, config), Learner(env, config, mesh=make_mesh())
+    start = plain.init_state(jax.random.PRNGKey(0))
+    mesh_run = sharded.init_state(jax.random.PRNGKey(0))
+    close = lambda a, b: all(np.allclose(np.asarray(x), np.asarray(y), atol=1e-6)
+                             for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True))
+    out = {"devices": devices, "same_start": close(start, mesh_run)}
+    key = jax.random.PRNGKey(1)
+    mesh_run, metrics = sharded.iteration(mesh_run, key)
+    out["mesh_loss"] = float(metrics["loss"])
+
+    # The same iteration, unsharded.
+    k_play, k_train = jax.random.split(key)
+    games = config.selfplay.batch_size // devices
+    local = jax.jit(make_selfplay(env, plain.search_fn,
+                                  dataclasses.replace(config.selfplay, batch_size=games)))
+    buffer, states, finished = start.replay, [], 0
+    for d in range(devices):
+        part = jax.tree.map(lambda x: x[d * games:(d + 1) * games], start.selfplay.games)
+        window = lambda x: x[:, d * games:(d + 1) * games]
+        state = start.selfplay.replace(
+            games=part, opening_moves=start.selfplay.opening_moves[d * games:(d + 1) * games],
+            previous=jax.tree.map(window, start.selfplay.previous),
+            previous_emitted=window(start.selfplay.previous_emitted))
+        state, positions, emit, stats = local({"params": start.train.params},
+                                              jax.random.fold_in(k_play, d), state)
+        buffer = replay_lib.add(buffer, positions, emit)
+        states.append(state)
+        finished += int(stats.games_finished)
+    train = start.train
+    window = replay_lib.window_size(config.replay, start.iteration)
+    for k in jax.random.split(k_train, config.train.updates_per_iteration):
+        train, step_metrics = plain.update_step(train, buffer, k, window)
+    reference = jax.tree.map(lambda *xs: jnp.concatenate(xs), *[s.games for s in states])
+    out["same_games"] = close(reference, mesh_run.selfplay.games)
+    out["games_finished"] = [finished, int(metrics["selfplay/games_finished"])]
+    out["same_replay"] = close(buffer, mesh_run.replay)
+    out["replay_size"] = [int(buffer.size), int(mesh_run.replay.size)]
+    out["max_param_diff"] = max(
+        float(np.max(np.abs(np.asarray(a) - np.asarray(b))))
+        for a, b in zip(jax.tree.leaves(train.params), jax.tree.leaves(mesh_run.train.params)))
+    mesh = mesh_run
+
+    def layout(x):
+        return {"spec": [str(p) for p in x.sharding.spec], "shape": list(x.shape),
+                "shards": sorted({tuple(s.data.shape) for s in x.addressable_shards}),
+                "devices": len({s.device for s in x.addressable_shards})}
+
+    out["games"] = layout(mesh.selfplay.games.current_player)
+    out["records"] = layout(mesh.selfplay.previous.observation)
+    out["replay"] = layout(mesh.replay.positions.observation)
+    out["params"] = layout(jax.tree.leaves(mesh.train.params)[0])
+    for key, value in (("selfplay.batch_size", 6), ("train.batch_size", 10)):
+        section = key.split(".")[0]
+        bad = dataclasses.replace(config, **{section: dataclasses.replace(
+            getattr(config, section), batch_size=value)})
+        try:
+            Learner(env, bad, mesh=make_mesh())
+            out["error:" + key] = None
+        except ConfigError as error:
+            out["error:" + key] = str(error)
+    print("RESULT " + json.dumps(out))
+""")
+
+
+def _env(**extra) -> dict[str, str]:
+    env = dict(os.environ, JAX_COMPILATION_CACHE_DIR=str(REPO_ROOT / ".jax_cache"),
+               PYTHONUNBUFFERED="1", PYTHONPATH=str(REPO_ROOT))
+    env.update(extra)
+    return env
+
+
+@pytest.fixture(scope="module")
+def four_devices():
+    out = subprocess.run([sys.executable, "-c", _FOUR_DEVICE_SCRIPT], cwd=REPO_ROOT,
+                         env=_env(XLA_FLAGS=FOUR_DEVICES), capture_output=True, text=True,
+                         timeout=240, stdin=subprocess.DEVNULL)
+    assert out.returncode == 0, out.stderr[-3000:]
+    line = next(line for line in out.stdout.splitlines() if line.startswith("RESULT "))
+    return json.loads(line[len("RESULT "):])
+
+
+def test_a_sharded_iteration_computes_what_the_unsharded_pieces_compute(four_devices):
+    """Self-play: device d's games == the unsharded self-play of those games with the key
+    fold_in(key, d); replay add and training: == unsharded, to float tolerance."""
+    assert four_devices["devices"] == 4
+    assert four_devices["same_start"]  # init: the same run state as on one device
+    assert four_devices["same_games"]
+    assert four_devices["games_finished"][0] == four_devices["games_finished"][1]
+    assert four_devices["replay_size"][0] == four_devices["replay_size"][1] > 0
+    assert four_devices["same_replay"]
+    assert four_devices["max_param_diff"] < 1e-5
+    assert np.isfinite(four_devices["mesh_loss"])
+
+
+def test_games_records_and_replay_are_split_on_the_batch_axis(four_devices):
+    batch, capacity = tiny_config().selfplay.batch_size, tiny_config().replay.capacity
+    games, records, replay = (four_devices[k] for k in ("games", "records", "replay"))
+    assert games["spec"] == ["batch"] and games["shape"] == [batch]
+    assert games["shards"] == [[batch // 4]] and games["devices"] == 4
+    chunk = records["shape"][0]
+    assert records["spec"] == ["None", "batch"]
+    assert records["shards"] == [[chunk, batch // 4, 3, 3, 2]] and records["devices"] == 4
+    assert replay["spec"] == ["batch"]
+    assert replay["shards"] == [[capacity // 4, 3, 3, 2]] and replay["devices"] == 4
+    params = four_devices["params"]  # replicated: every device holds the whole array
+    assert params["spec"] == [] and params["shards"] == [params["shape"]]
+
+
+def test_a_batch_that_does_not_split_over_the_devices_is_refused_naming_the_key(four_devices):
+    assert four_devices["error:selfplay.batch_size"] == (
+        "selfplay.batch_size (6) must be divisible by the device count (4): it is a global "
+        "size, split over the devices")
+    assert "train.batch_size (10)" in four_devices["error:train.batch_size"]
+    with pytest.raises(ConfigError, match=r"replay.capacity \(510\).*device count \(4\)"):
+        check_divisible(tiny_config(replay=dataclasses.replace(tiny_config().replay,
+                                                               capacity=510)), 4)
+    check_divisible(tiny_config(), 1)  # one device: anything goes
+
+
+def test_cli_refuses_an_indivisible_batch_before_touching_the_run_dir(tmp_path):
+    config = tmp_path / "tiny.yaml"
+    config.write_text(yaml.safe_dump(config_to_dict(tiny_config())))
+    out = subprocess.run(
+        [sys.executable, "-m", "azjax.cli", "train", str(config), "--run-dir",
+         str(tmp_path / "run"), "--set", "selfplay.batch_size=6"], cwd=REPO_ROOT,
+        env=_env(XLA_FLAGS=FOUR_DEVICES), capture_output=True, text=True, timeout=120,
+        stdin=subprocess.DEVNULL)
+    assert out.returncode == 2
+    assert out.stderr.strip() == ("error: selfplay.batch_size (6) must be divisible by the "
+                                  "device count (4): it is a global size, split over the devices")
+    assert not (tmp_path / "run").exists()
+
+
+def test_mesh_description_of_this_process():
+    assert mesh_description() == {"processes": 1, "devices": jax.device_count(),
+                                  "devices_per_process": jax.device_count(),
+                                  "platform": jax.devices()[0].platform}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_two_processes_train_one_iteration_and_one_process_resumes(tmp_path):
+    """Two CPU processes (one device each) on localhost, joined by jax.distributed, run one
+    iteration and write one checkpoint; a plain single-process run then resumes from it."""
+    from azjax.run import train
+
+    config = dataclasses.replace(  # no evaluation: nothing but training to compile
+        tiny_config(eval=EvalConfig(every_iterations=100, oracle=False, opponents=())),
+        budget=BudgetConfig(max_iterations=1),
+        checkpoint=CheckpointConfig(every_iterations=1, keep=2))
+    path = tmp_path / "tiny.yaml"
+    path.write_text(yaml.safe_dump(config_to_dict(config)))
+    run_dir = tmp_path / "run"
+    port = _free_port()
+    processes = [subprocess.Popen(
+        [sys.executable, "-m", "azjax.cli", "train", str(path), "--run-dir", str(run_dir),
+         "--no-progress", "--coordinator", f"127.0.0.1:{port}", "--num-processes", "2",
+         "--process-id", str(i)], cwd=REPO_ROOT, env=_env(XLA_FLAGS=""),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+        for i in range(2)]
+    outputs = [p.communicate(timeout=240) for p in processes]
+    for p, (_, stderr) in zip(processes, outputs, strict=True):
+        assert p.returncode == 0, stderr[-3000:]
+    assert "mesh: 2 process(es) x 1 cpu device(s)" in outputs[0][0]
+    assert "done: 1 iterations" in outputs[0][0]
+    assert "mesh:" not in outputs[1][0] and "done:" not in outputs[1][0]  # process 0 prints
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert records[0] == {**records[0], "event": "start", "processes": 2, "devices": 2,
+                          "devices_per_process": 1, "platform": "cpu"}
+    assert [r["iteration"] for r in records if "loss" in r] == [1]  # logged once, by process 0
+    assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == ["1"]
+
+    result = train(dataclasses.replace(config, budget=BudgetConfig(max_iterations=2)), run_dir,
+                   show_progress=False)
+    assert result.iterations == 2 and np.isfinite(result.final_metrics["loss"])
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    resume = next(r for r in records if r.get("event") == "resume")
+    assert resume["iteration"] == 1 and resume["processes"] == 1
