@@ -90,12 +90,17 @@ def _card(config, extra: dict) -> str:
     lines += [f"## Evaluation ({source})", ""]
     sets = sorted({k.split("/")[3] for k in evaluation if k.startswith("eval/oracle/set/")})
     if sets:
+        from azjax.oracle import set_titles
+
+        titles = set_titles(config.game)
+        sets.sort(key=lambda n: list(titles).index(n) if n in titles else len(titles))
         lines += ["Oracle error rates (% of positions where the move is not value-preserving):",
                   "", "| set | raw network | search |", "|---|---:|---:|"]
         for name in sets:
             raw = evaluation.pop(f"eval/oracle/set/{name}/raw")
             search = evaluation.pop(f"eval/oracle/set/{name}/search")
-            lines.append(f"| {name} | {raw:.2f} | {search:.2f} |")
+            label = f"{titles[name]} ({name})" if name in titles else name
+            lines.append(f"| {label} | {raw:.2f} | {search:.2f} |")
         lines.append("")
     for key, value in sorted(evaluation.items()):
         lines.append(f"- {key}: {value}")
