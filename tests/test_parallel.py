@@ -122,7 +122,7 @@ def _env(**extra) -> dict[str, str]:
 def four_devices():
     out = subprocess.run([sys.executable, "-c", _FOUR_DEVICE_SCRIPT], cwd=REPO_ROOT,
                          env=_env(XLA_FLAGS=FOUR_DEVICES), capture_output=True, text=True,
-                         timeout=240, stdin=subprocess.DEVNULL)
+                         timeout=900, stdin=subprocess.DEVNULL)
     assert out.returncode == 0, out.stderr[-3000:]
     line = next(line for line in out.stdout.splitlines() if line.startswith("RESULT "))
     return json.loads(line[len("RESULT "):])
@@ -172,7 +172,7 @@ def test_cli_refuses_an_indivisible_batch_before_touching_the_run_dir(tmp_path):
     out = subprocess.run(
         [sys.executable, "-m", "azjax.cli", "train", str(config), "--run-dir",
          str(tmp_path / "run"), "--set", "selfplay.batch_size=6"], cwd=REPO_ROOT,
-        env=_env(XLA_FLAGS=FOUR_DEVICES), capture_output=True, text=True, timeout=120,
+        env=_env(XLA_FLAGS=FOUR_DEVICES), capture_output=True, text=True, timeout=600,
         stdin=subprocess.DEVNULL)
     assert out.returncode == 2
     assert out.stderr.strip() == ("error: selfplay.batch_size (6) must be divisible by the "
@@ -211,7 +211,7 @@ def test_two_processes_train_one_iteration_and_one_process_resumes(tmp_path):
          "--process-id", str(i)], cwd=REPO_ROOT, env=_env(XLA_FLAGS=""),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
         for i in range(2)]
-    outputs = [p.communicate(timeout=240) for p in processes]
+    outputs = [p.communicate(timeout=900) for p in processes]
     for p, (_, stderr) in zip(processes, outputs, strict=True):
         assert p.returncode == 0, stderr[-3000:]
     assert "mesh: 2 process(es) x 1 cpu device(s)" in outputs[0][0]
