@@ -90,10 +90,10 @@ def _card(config, extra: dict) -> str:
     lines += [f"## Evaluation ({source})", ""]
     sets = sorted({k.split("/")[3] for k in evaluation if k.startswith("eval/oracle/set/")})
     if sets:
-        from azjax.oracle import set_titles
+        from azjax.oracle import in_set_order, set_titles
 
         titles = set_titles(config.game)
-        sets.sort(key=lambda n: list(titles).index(n) if n in titles else len(titles))
+        sets = in_set_order(config.game, sets)
         lines += ["Oracle error rates (% of positions where the move is not value-preserving):",
                   "", "| set | raw network | search |", "|---|---:|---:|"]
         for name in sets:

@@ -137,7 +137,7 @@ def _plot_oracle_sets(run_dir: Path, records: list[dict[str, Any]]) -> Path | No
     import matplotlib.pyplot as plt
     import yaml
 
-    from azjax.oracle import set_titles
+    from azjax.oracle import in_set_order, set_titles
 
     names = sorted({k.split("/")[3] for r in records for k in r
                     if k.startswith("eval/oracle/set/")})
@@ -146,7 +146,7 @@ def _plot_oracle_sets(run_dir: Path, records: list[dict[str, Any]]) -> Path | No
     config = run_dir / "config.yaml"
     game = (yaml.safe_load(config.read_text()) or {}).get("game", "") if config.is_file() else ""
     titles = set_titles(game)
-    names.sort(key=lambda n: list(titles).index(n) if n in titles else len(titles))
+    names = in_set_order(game, names)
     columns = min(3, len(names))
     rows = math.ceil(len(names) / columns)
     fig, axes = plt.subplots(rows, columns, figsize=(4 * columns, 3.2 * rows), squeeze=False,

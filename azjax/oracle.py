@@ -28,6 +28,7 @@ from envs.core import Env, GameState, tree_select
 
 __all__ = [
     "DEFAULT_ORACLE_ROOT",
+    "in_set_order",
     "set_titles",
     "OracleFormatError",
     "OracleRecord",
@@ -120,6 +121,12 @@ def set_titles(game: str) -> dict[str, str]:
     """Human names of a game's oracle sets by file stem (e.g. Test_L3_R1 -> End-Easy)."""
     fmt = _FORMATS.get(game)
     return dict(fmt.titles) if fmt else {}
+
+
+def in_set_order(game: str, names) -> list[str]:
+    """`names` (oracle set stems) in the order of `set_titles(game)`, unknown names last."""
+    order = list(set_titles(game))
+    return sorted(names, key=lambda n: order.index(n) if n in order else len(order))
 
 
 # ---- tic-tac-toe, solved here ---------------------------------------------------------------
