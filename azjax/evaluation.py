@@ -159,25 +159,35 @@ class Evaluator:
         return out
 
     def _arena_impl(self, params, key):
-        """All opponents in one lockstep arena (one copy of the search in the program): game
-        i faces opponent i % K, so each opponent meets both colours equally."""
+        """The opponents' arenas in one program. Cheap opponents share one lockstep arena (one
+        copy of the search in the program): game i faces opponent i % K, so each meets both
+        colours equally. Each mcts:N opponent gets an arena of its own: in a shared one its
+        rollouts would run in every game (a player acts on the whole batch)."""
         if not self.opponents:
             return {}
         search = search_player(self.search_fn, params, self.num_simulations)
-        players = list(self.opponents.values())
-        count = len(players)
-        games = self.config.eval.arena_games * count
+        shared = [name for name in self.opponents if not name.startswith("mcts:")]
+        groups = ([shared] if shared else []) + [
+            [name] for name in self.opponents if name.startswith("mcts:")]
+        results = {}
+        for g, names in enumerate(groups):
+            players = [self.opponents[name] for name in names]
+            count = len(players)
+            games = self.config.eval.arena_games * count
 
-        def opponent(k, states):
-            which = jnp.arange(games) % count
-            moves = [p(jax.random.fold_in(k, j), states) for j, p in enumerate(players)]
-            return jnp.select([which == j for j in range(count)], moves).astype(jnp.int32)
+            def opponent(k, states, players=players, count=count, games=games):
+                if count == 1:
+                    return players[0](k, states)
+                which = jnp.arange(games) % count
+                moves = [p(jax.random.fold_in(k, j), states) for j, p in enumerate(players)]
+                return jnp.select([which == j for j in range(count)], moves).astype(jnp.int32)
 
-        returns, illegal_a, illegal_b = run_arena(
-            key, env=self.env, player_a=search, player_b=opponent, num_games=games,
-            max_steps=self.env.max_game_length or 10_000)
-        return {name: (returns[j::count], illegal_a, illegal_b)
-                for j, name in enumerate(self.opponents)}
+            returns, illegal_a, illegal_b = run_arena(
+                jax.random.fold_in(key, g), env=self.env, player_a=search, player_b=opponent,
+                num_games=games, max_steps=self.env.max_game_length or 10_000)
+            results.update({name: (returns[j::count], illegal_a, illegal_b)
+                            for j, name in enumerate(names)})
+        return results
 
     def _gate_impl(self, params, best_params, key):
         """AlphaGo Zero's gate: greedy search with `params` against `best_params`."""

@@ -2,8 +2,9 @@
 
 Everything heavy is a compiled call (`Learner.iteration`, the evaluator); this file only
 decides when to call what, and keeps the run dir consistent:
-- a run dir with a checkpoint resumes from it; the saved config wins and only `budget.*` may
-  differ from the requested one;
+- a run dir with a checkpoint resumes from it; the saved config wins, except for what does not
+  change what is trained (`budget.*`, `checkpoint.*`, `eval.*` but gating), taken from the
+  requested one;
 - every error about the run dir (corrupt checkpoint, other game, changed config) is raised
   before anything on disk is touched;
 - iteration keys are `fold_in(root, iteration)`, so a resumed run replays the same randomness
@@ -55,18 +56,39 @@ class RunResult:
     stopped_by: str | None = None  # "SIGINT" / "SIGTERM" when a signal ended the run early
 
 
+# What may change when a run resumes: nothing here changes the parameters the run trains
+# (evaluations draw their own keys), so a longer budget or a cheaper evaluation cadence does
+# not need a new run. Gating does change them: self-play then uses the gate's winner.
+_FREE_ON_RESUME = {"budget": None, "checkpoint": None,
+                   "eval": {"gating", "gating_games", "gating_threshold"}}  # None: all keys
+
+
+def _free_on_resume(section: str, key: str) -> bool:
+    if section not in _FREE_ON_RESUME:
+        return False
+    fixed = _FREE_ON_RESUME[section]
+    return fixed is None or key not in fixed
+
+
 def _config_differences(saved: ExperimentConfig, requested: ExperimentConfig) -> list[str]:
     a, b = config_to_dict(saved), config_to_dict(requested)
     diffs = []
     for section in a:
-        if section == "budget":
-            continue
         if isinstance(a[section], dict):
             diffs += [f"{section}.{k}: saved {a[section][k]!r}, requested {b[section].get(k)!r}"
-                      for k in a[section] if a[section][k] != b[section].get(k)]
+                      for k in a[section]
+                      if a[section][k] != b[section].get(k) and not _free_on_resume(section, k)]
         elif a[section] != b[section]:
             diffs.append(f"{section}: saved {a[section]!r}, requested {b[section]!r}")
     return diffs
+
+
+def _resumed_config(saved: ExperimentConfig, requested: ExperimentConfig) -> ExperimentConfig:
+    """The saved config with the requested values of what may change on resume."""
+    evaluation = dataclasses.replace(
+        requested.eval, **{k: getattr(saved.eval, k) for k in _FREE_ON_RESUME["eval"]})
+    return dataclasses.replace(saved, budget=requested.budget,
+                               checkpoint=requested.checkpoint, eval=evaluation)
 
 
 def open_run(run_dir: Path, requested: ExperimentConfig):
@@ -94,9 +116,10 @@ def open_run(run_dir: Path, requested: ExperimentConfig):
                               f"{requested.game} (choose another --run-dir)")
     diffs = _config_differences(saved, requested)
     if diffs:
-        raise ConfigError(f"{run_dir} was started with another config; only budget.* may change "
-                          f"on resume. Differences: {'; '.join(diffs)}")
-    return dataclasses.replace(saved, budget=requested.budget), {**meta, "iteration": latest}
+        raise ConfigError(f"{run_dir} was started with another config; only budget.*, "
+                          f"checkpoint.* and eval.* (but gating) may change on resume. "
+                          f"Differences: {'; '.join(diffs)}")
+    return _resumed_config(saved, requested), {**meta, "iteration": latest}
 
 
 class _BackgroundPlotter:

@@ -68,8 +68,8 @@ def emit_positions(previous: StepRecord, previous_emitted: jax.Array, current: S
         estimate); w = 0 is AlphaZero's target.
 
     Returns:
-      positions: Positions [2T * B]; emit: bool [2T * B]; current_emitted: bool [T, B], the
-      current records emitted now (the next call's `previous_emitted`).
+      positions: Positions [B * 2T], game by game; emit: bool [B * 2T]; current_emitted:
+      bool [T, B], the current records emitted now (the next call's `previous_emitted`).
     """
     window = jax.tree.map(lambda a, b: jnp.concatenate([a, b]), previous, current)
     z, finished, known = value_targets(window)
@@ -82,5 +82,7 @@ def emit_positions(previous: StepRecord, previous_emitted: jax.Array, current: S
         value=(1.0 - search_value_weight) * z + search_value_weight * window.search_value,
         value_mask=known & ~window.in_opening,
     )
-    flat = jax.tree.map(lambda x: x.reshape(-1, *x.shape[2:]), positions)
-    return flat, emit.reshape(-1), emit[length:]
+    # Game by game ([B, 2T] flattened): a device holding some of the games then holds a
+    # contiguous block of the positions, in the order one device would emit them.
+    flat = jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1).reshape(-1, *x.shape[2:]), positions)
+    return flat, jnp.swapaxes(emit, 0, 1).reshape(-1), emit[length:]

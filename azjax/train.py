@@ -212,22 +212,25 @@ class Learner:
         )
 
     def _sharded_selfplay(self, config):
-        """Self-play as D independent games-per-device programs (`jax.shard_map`).
+        """Self-play as D games-per-device programs (`jax.shard_map`).
 
-        Device d plays its B / D games with the key `fold_in(key, d)`: no communication inside
-        the search. (A global program partitioned by XLA gathered the tree's batch-indexed
-        arrays across devices at every simulation: 0.2x the speed of one device on 2 forced CPU
-        devices, and 600x slower across two processes; `docs/scaling.md`.) Same signature and
-        global shapes as `make_selfplay`'s function; positions come out device-major.
+        Device d plays games [d B/D, (d+1) B/D) of the batch; every game draws its randomness
+        from its own index (`make_selfplay`), so the D devices play exactly the games one device
+        would, with no communication inside the search. (A global program partitioned by XLA
+        gathered the tree's batch-indexed arrays across devices at every simulation: 0.2x the
+        speed of one device on 2 forced CPU devices, and 600x slower across two processes;
+        `docs/scaling.md`.) Same signature, global shapes and position order as
+        `make_selfplay`'s function.
         """
         devices = self.mesh.devices.size
+        games_per_device = config.batch_size // devices
         local = make_selfplay(self.env, self.search_fn,
-                              dataclasses.replace(config, batch_size=config.batch_size // devices))
+                              dataclasses.replace(config, batch_size=games_per_device))
         games, steps, rep = P(AXIS), P(None, AXIS), P()
 
         def per_device(variables, key, state):
-            key = jax.random.fold_in(key, jax.lax.axis_index(AXIS))
-            state, positions, emit, stats = local(variables, key, state)
+            first_game = jax.lax.axis_index(AXIS) * games_per_device
+            state, positions, emit, stats = local(variables, key, state, first_game)
             return state, positions, emit, jax.tree.map(lambda x: x[None], stats)
 
         state_spec = SelfPlayState(games=games, opening_moves=games, previous=steps,

@@ -144,3 +144,27 @@ def test_bad_arguments():
     with pytest.raises(ValueError, match="num_games"):
         play_arena(TTT, LOWEST, LOWEST, key=jax.random.PRNGKey(0), num_games=0)
     assert str(ArenaResult(wins=3, draws=1, losses=0)).startswith("+3 =1 -0 (score 0.875")
+
+
+def test_training_evaluator_plays_each_opponent_its_games():
+    """Cheap opponents share one arena, mcts:N plays its own: every opponent meets the agent
+    in exactly `arena_games` games, and the rollouts beat the untrained network more often
+    than uniform random moves do."""
+    import dataclasses
+
+    from conftest import tiny_config
+
+    from azjax.config import EvalConfig
+    from azjax.evaluation import Evaluator
+    from azjax.train import Learner
+
+    config = tiny_config()
+    config = dataclasses.replace(config, eval=EvalConfig(
+        arena_games=40, opponents=("random", "greedy", "mcts:32"), num_simulations=2))
+    learner = Learner(TTT, config)
+    params = learner.init_state(jax.random.PRNGKey(0)).train.params
+    metrics = Evaluator(TTT, config, learner).evaluate(params, jax.random.PRNGKey(1))
+    for name in ("random", "greedy", "mcts:32"):
+        counts = [metrics[f"eval/vs_{name}/{k}"] for k in ("wins", "draws", "losses")]
+        assert sum(counts) == 40, (name, counts)
+    assert metrics["eval/vs_mcts:32/score"] < metrics["eval/vs_random/score"]

@@ -74,7 +74,11 @@ def test_run_dir_has_metrics_curves_snapshots_and_tensorboard(straight_run):
 def test_resume_ends_with_the_same_parameters_as_no_stop(straight_run, tmp_path):
     run_dir, _ = straight_run
     train(_with_budget(CONFIG, 2), tmp_path, show_progress=False)
-    result = train(_with_budget(CONFIG, 4), tmp_path, show_progress=False)  # budget may change
+    # The budget, checkpointing and evaluation may change on resume: none changes the training.
+    resumed = dataclasses.replace(
+        _with_budget(CONFIG, 4), checkpoint=CheckpointConfig(every_iterations=1, keep=3),
+        eval=dataclasses.replace(CONFIG.eval, every_iterations=1, arena_games=4))
+    result = train(resumed, tmp_path, show_progress=False)
     assert result.iterations == 4
     for a, b in zip(jax.tree.leaves(_params(run_dir, 4)), jax.tree.leaves(_params(tmp_path, 4)),
                     strict=True):
@@ -114,6 +118,10 @@ def test_a_changed_config_or_another_game_is_refused_without_touching_the_run(st
                                   search=dataclasses.replace(CONFIG.search, num_simulations=8))
     with pytest.raises(ConfigError, match=r"search.num_simulations: saved 4, requested 8"):
         train(changed, run_dir, show_progress=False)
+    gated = dataclasses.replace(_with_budget(CONFIG, 6),
+                                eval=dataclasses.replace(CONFIG.eval, gating=True))
+    with pytest.raises(ConfigError, match=r"eval.gating: saved False, requested True"):
+        train(gated, run_dir, show_progress=False)
     other_game = dataclasses.replace(_with_budget(CONFIG, 6), game="connect_four")
     with pytest.raises(CheckpointError, match="holds a tic_tac_toe run"):
         train(other_game, run_dir, show_progress=False)

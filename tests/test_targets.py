@@ -67,11 +67,11 @@ def test_a_game_spanning_two_chunks_is_emitted_once_with_its_result():
         rewards0=[[1, 0], [0, -1], [0, 0]],
     )
     positions, emit, emitted1 = emit_positions(empty, jnp.zeros((3, 2), bool), chunk1)
-    emit = np.asarray(emit).reshape(6, 2)
+    emit = np.asarray(emit).reshape(2, 6).T  # game by game
     # Window = [empty(3); chunk1(3)]: only finished games of chunk 1 are emitted.
     np.testing.assert_array_equal(emit[3:], [[1, 1], [0, 1], [0, 0]])
     assert not emit[:3].any()
-    z = np.asarray(positions.value).reshape(6, 2)
+    z = np.asarray(positions.value).reshape(2, 6).T
     assert z[3, 0] == -1  # player 1 to move, player 0 won
     np.testing.assert_array_equal(z[3:5, 1], [-1, 1])  # slot 1: player 1 won
 
@@ -81,8 +81,8 @@ def test_a_game_spanning_two_chunks_is_emitted_once_with_its_result():
         rewards0=[[0, 0], [-1, 0], [0, 0]],
     )
     positions, emit, emitted2 = emit_positions(chunk1, emitted1, chunk2)
-    emit = np.asarray(emit).reshape(6, 2)
-    z = np.asarray(positions.value).reshape(6, 2)
+    emit = np.asarray(emit).reshape(2, 6).T  # game by game
+    z = np.asarray(positions.value).reshape(2, 6).T
     # Slot 0: chunk-1 steps 1-2 and chunk-2 steps 0-1 form one game won by player 1.
     np.testing.assert_array_equal(emit[:, 0], [0, 1, 1, 1, 1, 0])
     np.testing.assert_array_equal(z[1:5, 0], [-1, 1, 1, -1])
@@ -130,10 +130,11 @@ def test_selfplay_emits_every_position_exactly_once():
         played += state.previous.valid.size
         emit = np.asarray(emit)
         emitted += int(emit.sum())
-        # Identify positions by (chunk, t, b) through the window layout.
+        # Identify positions by (chunk, t, b) through the window layout: game by game, each
+        # game's 2T window steps in a row.
         t_len, batch = state.previous.player.shape
         idx = np.flatnonzero(emit)
-        window_t, b = np.divmod(idx, batch)
+        b, window_t = np.divmod(idx, 2 * t_len)
         ids = {(chunk - 1, t, bb) if t < t_len else (chunk, t - t_len, bb)
                for t, bb in zip(window_t, b, strict=True)}
         assert not ids & seen, "a position was emitted twice"
