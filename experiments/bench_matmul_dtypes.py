@@ -1,0 +1,46 @@
+"""Matmul GFLOP/s in float32 and bfloat16 on this machine's XLA:CPU, and one 3x3 conv.
+
+    python experiments/bench_matmul_dtypes.py
+    XLA_FLAGS=--xla_cpu_use_onednn=true python experiments/bench_matmul_dtypes.py
+
+Checks whether bf16 (AMX / AVX512-BF16 on recent Xeons) is any faster than fp32 here
+(docs/tuning-connect-four.md, section 5). Median of 10 calls per shape.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+import jax
+import jax.numpy as jnp
+
+
+def _median_seconds(fn, *args, rounds: int = 10) -> float:
+    fn(*args).block_until_ready()
+    times = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        fn(*args).block_until_ready()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def main() -> None:
+    matmul = jax.jit(lambda a, b: a @ b)
+    conv = jax.jit(lambda x, w: jax.lax.conv_general_dilated(
+        x, w, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC")))
+    print(f"{'dtype':<9} {'matmul n':>8} {'GFLOP/s':>8}")
+    for dtype in (jnp.float32, jnp.bfloat16):
+        for n in (512, 1024, 2048):
+            a = jnp.ones((n, n), dtype)
+            seconds = _median_seconds(matmul, a, a)
+            print(f"{jnp.dtype(dtype).name:<9} {n:>8} {2 * n ** 3 / seconds / 1e9:8.1f}")
+    for dtype in (jnp.float32, jnp.bfloat16):  # the connect-four trunk's conv at batch 512
+        x, w = jnp.ones((512, 6, 7, 32), dtype), jnp.ones((3, 3, 32, 32), dtype)
+        print(f"3x3 conv 512x6x7x32 {jnp.dtype(dtype).name}: "
+              f"{1000 * _median_seconds(conv, x, w):.2f} ms")
+
+
+if __name__ == "__main__":
+    main()
