@@ -78,6 +78,11 @@ class SelfPlayConfig:
     random_opening_max_moves: int = 0  # such a game opens with 1..max uniform random moves
     symmetries: bool = True  # augment training samples with a random symmetry of the game
     search_value_weight: float = 0.0  # value target (1 - w) * outcome + w * root search value
+    # Playout-cap randomisation (KataGo): at each step, all games search with the full
+    # search.num_simulations with this probability, else with fast_simulations; fast steps
+    # give no policy target (only their games' outcomes count). 1.0 = always full.
+    full_search_prob: float = 1.0
+    fast_simulations: int = 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -294,6 +299,10 @@ def _validate(config: ExperimentConfig) -> None:
     _require(play.chunk_length >= 0, "selfplay.chunk_length", "must be >= 0")
     _require(play.max_game_length >= 0, "selfplay.max_game_length", "must be >= 0")
     _require(0.0 <= play.search_value_weight <= 1.0, "selfplay.search_value_weight", "in [0, 1]")
+    _require(0.0 < play.full_search_prob <= 1.0, "selfplay.full_search_prob", "in (0, 1]")
+    _require(play.full_search_prob == 1.0
+             or 1 <= play.fast_simulations < search.num_simulations, "selfplay.fast_simulations",
+             "must be in [1, search.num_simulations) when full_search_prob < 1")
     _require(0.0 <= play.random_opening_prob <= 1.0, "selfplay.random_opening_prob", "in [0, 1]")
     _require(play.random_opening_max_moves >= 0, "selfplay.random_opening_max_moves", ">= 0")
     _require(play.random_opening_prob == 0 or play.random_opening_max_moves >= 1,

@@ -15,19 +15,22 @@ __all__ = ["alphazero_loss"]
 
 def alphazero_loss(params: Any, apply_fn: ApplyFn, batch: Positions, *,
                    value_loss_weight: float = 1.0) -> tuple[jax.Array, dict[str, jax.Array]]:
-    """(z - v)^2 (masked by `value_mask`) - pi . log p, averaged over the batch [B].
+    """(z - v)^2 averaged over the positions with a value target (`value_mask`), plus
+    -pi . log p averaged over those with a policy target (pi summing to 1; an all-zero pi, from
+    a fast search of playout-cap randomisation, has none). Batch [B].
 
     Returns the scalar loss and a dict of scalar metrics.
     """
     logits, value = apply_fn({"params": params}, batch.observation, train=True)
     log_p = jax.nn.log_softmax(logits)
-    policy_loss = -jnp.sum(batch.policy * log_p, axis=-1).mean()
+    policy_count = jnp.maximum(jnp.sum(jnp.sum(batch.policy, axis=-1) > 0.5), 1.0)
+    policy_loss = -jnp.sum(batch.policy * log_p) / policy_count
     mask = batch.value_mask.astype(jnp.float32)
     value_count = jnp.maximum(mask.sum(), 1.0)
     value_loss = jnp.sum(mask * (batch.value - value) ** 2) / value_count
     # The target policy's own entropy: policy_loss - target_entropy = KL(target || net).
     target_entropy = -jnp.sum(jnp.where(batch.policy > 0, batch.policy * jnp.log(batch.policy),
-                                        0.0), axis=-1).mean()
+                                        0.0)) / policy_count
     close = jnp.abs(batch.value - value) < 0.5
     metrics = {
         "loss/value": value_loss,

@@ -108,7 +108,8 @@ def init_selfplay(env: Env, config: SelfPlayConfig, key: chex.PRNGKey) -> SelfPl
     )
 
 
-def _search_each_game(search_fn, variables: Any, keys: jax.Array, games: Any):
+def _search_each_game(search_fn, variables: Any, keys: jax.Array, games: Any,
+                      num_simulations: int | None = None):
     """The search run game by game (vmap over batch-1 searches), each with its own key.
 
     mctx draws its noise for the whole batch from one key, so a game's moves would depend on
@@ -118,7 +119,8 @@ def _search_each_game(search_fn, variables: Any, keys: jax.Array, games: Any):
     """
 
     def one(key, game):
-        out = search_fn(variables, key, jax.tree.map(lambda x: x[None], game), noise=True)
+        out = search_fn(variables, key, jax.tree.map(lambda x: x[None], game), noise=True,
+                        num_simulations=num_simulations)
         return jax.tree.map(lambda x: x[0], out)
 
     return jax.vmap(one)(keys, games)
@@ -144,7 +146,17 @@ def make_selfplay(env: Env, search_fn, config: SelfPlayConfig):
         game_keys = jax.vmap(jax.random.fold_in, in_axes=(None, 0))(key, game_ids)
         k_search, k_random, k_init, k_open = jnp.moveaxis(
             jax.vmap(lambda k: jax.random.split(k, 4))(game_keys), 1, 0)
-        out = _search_each_game(search_fn, variables, k_search, games)
+        if config.full_search_prob < 1.0:  # one draw for the whole lockstep batch
+            full = jax.random.uniform(jax.random.split(key)[0]) < config.full_search_prob
+            out = jax.lax.cond(
+                full,
+                lambda: _search_each_game(search_fn, variables, k_search, games),
+                lambda: _search_each_game(search_fn, variables, k_search, games,
+                                          num_simulations=config.fast_simulations))
+            policy_target = jnp.where(full, out.policy, 0.0)  # fast steps: no policy target
+        else:
+            out = _search_each_game(search_fn, variables, k_search, games)
+            policy_target = out.policy
         greedy = jnp.argmax(out.policy, axis=-1).astype(jnp.int32)
         action = jnp.where(games.step_count < config.temperature_moves, out.action, greedy)
         random_action = jax.vmap(jax.random.categorical)(
@@ -157,7 +169,7 @@ def make_selfplay(env: Env, search_fn, config: SelfPlayConfig):
         done = stepped.terminated | stepped.truncated | truncated
         record = StepRecord(
             observation=jax.vmap(env.observe)(games),
-            policy=out.policy,
+            policy=policy_target,
             search_value=out.value,
             player=games.current_player,
             in_opening=in_opening,

@@ -40,6 +40,8 @@ def test_override_sets_nested_keys_with_yaml_types(tmp_path):
     ({"search": {"num_simulations": 0}}, "search.num_simulations: must be >= 1"),
     ({"train": {"learning_rate": -1}}, "train.learning_rate"),
     ({"eval": {"opponents": ["stockfish"]}}, "unknown opponent 'stockfish'"),
+    ({"selfplay": {"full_search_prob": 0.25}}, "selfplay.fast_simulations: must be in"),
+    ({"selfplay": {"full_search_prob": 0.0}}, "selfplay.full_search_prob: in (0, 1]"),
 ])
 def test_bad_configs_name_the_key(data, message):
     with pytest.raises(ConfigError, match=message.replace("(", r"\(")):

@@ -29,3 +29,23 @@ def test_loss_matches_a_hand_computation():
     assert float(loss) == pytest.approx(policy_ce + value_mse, rel=1e-5)
     # KL = CE - target entropy; the second target has entropy log 2.
     assert float(metrics["loss/policy_kl"]) == pytest.approx(policy_ce - np.log(2) / 2, rel=1e-5)
+
+
+def test_positions_without_a_policy_target_are_left_out_of_the_policy_loss():
+    # Playout-cap randomisation: a fast search leaves an all-zero policy target; the policy
+    # loss averages over the other positions only, the value loss over all of them.
+    logits = jnp.array([[0.0, jnp.log(3.0)], [0.0, 0.0], [5.0, -5.0]])
+    values = jnp.array([0.5, -0.2, 0.0])
+    apply_fn = lambda variables, obs, train=False: (logits, values)
+    batch = Positions(
+        observation=jnp.zeros((3, 1)),
+        policy=jnp.array([[1.0, 0.0], [0.5, 0.5], [0.0, 0.0]]),
+        value=jnp.array([1.0, 1.0, -1.0]),
+        value_mask=jnp.array([True, True, True]),
+    )
+    _, metrics = alphazero_loss({}, apply_fn, batch)
+    policy_ce = (-np.log(0.25) + -np.log(0.5)) / 2
+    value_mse = ((1.0 - 0.5) ** 2 + (1.0 + 0.2) ** 2 + 1.0) / 3
+    assert float(metrics["loss/policy"]) == pytest.approx(policy_ce, rel=1e-5)
+    assert float(metrics["loss/policy_kl"]) == pytest.approx(policy_ce - np.log(2) / 2, rel=1e-5)
+    assert float(metrics["loss/value"]) == pytest.approx(value_mse, rel=1e-5)

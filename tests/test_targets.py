@@ -143,3 +143,28 @@ def test_selfplay_emits_every_position_exactly_once():
         del previous
     unfinished = int(np.sum(~np.asarray(state.previous_emitted)))
     assert emitted + unfinished == played
+
+
+def test_playout_cap_randomisation_leaves_fast_steps_without_a_policy_target():
+    """full_search_prob < 1: at each step the whole batch searches either fully (policy
+    targets sum to 1) or fast (all-zero targets), and both kinds occur."""
+    import dataclasses
+
+    config = tiny_config()
+    play = dataclasses.replace(config.selfplay, full_search_prob=0.5, fast_simulations=1)
+    env = envs.make(config.game)
+    _, apply = make_network(config.network, env.num_actions)
+    selfplay = jax.jit(make_selfplay(env, make_search(env, apply, config.search), play))
+    variables = init_network(config.network, env.num_actions, env.observation_shape,
+                             jax.random.PRNGKey(0))
+    state = init_selfplay(env, play, jax.random.PRNGKey(1))
+    full_steps = fast_steps = 0
+    for chunk in range(4):
+        state, _, _, _ = selfplay(variables, jax.random.PRNGKey(20 + chunk), state)
+        sums = np.asarray(state.previous.policy.sum(-1))  # [T, B]
+        full = np.all(np.abs(sums - 1) < 1e-5, axis=1)
+        fast = np.all(sums == 0, axis=1)
+        assert np.all(full | fast), "a step mixed full and fast searches"
+        full_steps += int(full.sum())
+        fast_steps += int(fast.sum())
+    assert full_steps > 0 and fast_steps > 0
