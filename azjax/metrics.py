@@ -12,7 +12,7 @@ __all__ = ["MetricsLogger", "machine_description", "plot_curves", "read_metrics"
 _CURVES = (  # (title, metric keys) per panel of curves.png
     ("loss", ("loss/value", "loss/policy")),
     ("oracle error (%)", ("eval/oracle/raw_error", "eval/oracle/search_error")),
-    ("arena score", ("eval/vs_random/score", "eval/vs_greedy/score")),
+    ("arena score", None),  # every opponent the run met: `_arena_keys`
     ("self-play results", ("selfplay/first_player_win_rate", "selfplay/draw_rate")),
 )
 
@@ -97,6 +97,14 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def _arena_keys(records: list[dict[str, Any]]) -> list[str]:
+    """The arena score keys in the records (`eval/vs_<opponent>/score`), first seen first."""
+    keys: dict[str, None] = {}
+    for record in records:
+        keys.update((k, None) for k in record if k.startswith("eval/vs_") and k.endswith("/score"))
+    return list(keys)
+
+
 def plot_curves(run_dir: str | Path) -> Path | None:
     """Draws curves.png from metrics.jsonl against wall_s; returns its path."""
     import matplotlib
@@ -110,7 +118,7 @@ def plot_curves(run_dir: str | Path) -> Path | None:
         return None
     fig, axes = plt.subplots(2, 2, figsize=(11, 7.5))
     for ax, (title, keys) in zip(axes.flat, _CURVES, strict=True):
-        for key in keys:
+        for key in keys if keys is not None else _arena_keys(records):
             points = [(r["wall_s"], r[key]) for r in records
                       if isinstance(r.get(key), (int, float))]
             if points:
@@ -122,6 +130,9 @@ def plot_curves(run_dir: str | Path) -> Path | None:
         ax.grid(alpha=0.3)
         if ax.lines:
             ax.legend(fontsize=8)
+        else:
+            ax.text(0.5, 0.5, "not measured in this run", ha="center", va="center",
+                    transform=ax.transAxes, color="gray")
     fig.suptitle(f"azjax run: {run_dir.name}")
     fig.tight_layout()
     out = run_dir / "curves.png"

@@ -114,8 +114,9 @@ def _search_each_game(search_fn, variables: Any, keys: jax.Array, games: Any,
 
     mctx draws its noise for the whole batch from one key, so a game's moves would depend on
     which games share its batch; searched one by one they depend on the game's key alone, and
-    B games split over D devices play exactly as on one device. On this CPU the vmapped
-    searches ran as fast as one batched search (docs/scaling.md).
+    B games split over D devices play exactly as on one device. The search alone ran about as
+    fast as one batched search here, but a whole self-play chunk ran 0.80x as fast
+    (docs/scaling.md), hence `SelfPlayConfig.per_game_randomness` is off by default.
     """
 
     def one(key, game):
@@ -133,34 +134,48 @@ def make_selfplay(env: Env, search_fn, config: SelfPlayConfig):
     game (each game's window of the previous and this chunk), emit bool [B * 2T] marks the
     positions whose game ended in this chunk and that were not emitted before. Pure; jit it.
 
-    Every random draw of game b at step t comes from `fold_in(key_t, first_game + b)`: a device
-    that plays games [first_game, first_game + B) of a larger batch plays them exactly as the
-    whole batch on one device would, and its positions are that batch's, in the same order.
+    With `config.per_game_randomness`, every random draw of game b at step t comes from
+    `fold_in(key_t, first_game + b)`: a device that plays games [first_game, first_game + B) of
+    a larger batch plays them exactly as the whole batch on one device would, and its positions
+    are that batch's, in the same order. Otherwise one key per step serves the whole batch
+    (`first_game` is ignored).
     """
     chunk, max_length = resolve_lengths(env, config)
     batch = config.batch_size
 
     def play_step(variables, carry, key, first_game):
         games, opening = carry
-        game_ids = first_game + jnp.arange(batch, dtype=jnp.uint32)
-        game_keys = jax.vmap(jax.random.fold_in, in_axes=(None, 0))(key, game_ids)
-        k_search, k_random, k_init, k_open = jnp.moveaxis(
-            jax.vmap(lambda k: jax.random.split(k, 4))(game_keys), 1, 0)
+        if config.per_game_randomness:  # game b's keys: fold_in(key, first_game + b)
+            game_ids = first_game + jnp.arange(batch, dtype=jnp.uint32)
+            game_keys = jax.vmap(jax.random.fold_in, in_axes=(None, 0))(key, game_ids)
+            k_search, k_random, k_init, k_open = jnp.moveaxis(
+                jax.vmap(lambda k: jax.random.split(k, 4))(game_keys), 1, 0)
+
+            def search(num_simulations=None):
+                return _search_each_game(search_fn, variables, k_search, games, num_simulations)
+
+            random_action = jax.vmap(jax.random.categorical)(
+                k_random, jnp.where(games.legal_action_mask, 0.0, -jnp.inf))
+        else:  # one key per step for the whole batch (faster: one batched search)
+            k_search, k_random, k_init, k_open = jax.random.split(key, 4)
+            k_init, k_open = jax.random.split(k_init, batch), jax.random.split(k_open, batch)
+
+            def search(num_simulations=None):
+                return search_fn(variables, k_search, games, noise=True,
+                                 num_simulations=num_simulations)
+
+            random_action = jax.random.categorical(
+                k_random, jnp.where(games.legal_action_mask, 0.0, -jnp.inf))
+        random_action = random_action.astype(jnp.int32)
         if config.full_search_prob < 1.0:  # one draw for the whole lockstep batch
             full = jax.random.uniform(jax.random.split(key)[0]) < config.full_search_prob
-            out = jax.lax.cond(
-                full,
-                lambda: _search_each_game(search_fn, variables, k_search, games),
-                lambda: _search_each_game(search_fn, variables, k_search, games,
-                                          num_simulations=config.fast_simulations))
+            out = jax.lax.cond(full, search, lambda: search(config.fast_simulations))
             policy_target = jnp.where(full, out.policy, 0.0)  # fast steps: no policy target
         else:
-            out = _search_each_game(search_fn, variables, k_search, games)
+            out = search()
             policy_target = out.policy
         greedy = jnp.argmax(out.policy, axis=-1).astype(jnp.int32)
         action = jnp.where(games.step_count < config.temperature_moves, out.action, greedy)
-        random_action = jax.vmap(jax.random.categorical)(
-            k_random, jnp.where(games.legal_action_mask, 0.0, -jnp.inf)).astype(jnp.int32)
         in_opening = games.step_count < opening
         action = jnp.where(in_opening, random_action, action)
 

@@ -29,3 +29,12 @@ def test_no_oracle_png_without_oracle_sets(tmp_path):
                                                         "loss/value": 0.5}) + "\n")
     plot_curves(tmp_path)
     assert (tmp_path / "curves.png").is_file() and not (tmp_path / "oracle.png").exists()
+
+
+def test_the_arena_panel_shows_every_opponent_the_run_met():
+    from azjax.metrics import _arena_keys
+
+    records = [{"wall_s": 1.0, "eval/vs_random/score": 0.9, "eval/vs_random/wins": 9},
+               {"wall_s": 2.0, "eval/vs_random/score": 1.0, "eval/vs_mcts:100/score": 0.6},
+               {"wall_s": 3.0, "untrained/vs_greedy/score": 0.1}]
+    assert _arena_keys(records) == ["eval/vs_random/score", "eval/vs_mcts:100/score"]

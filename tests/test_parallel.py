@@ -41,6 +41,8 @@ _FOUR_DEVICE_SCRIPT = textwrap.dedent("""
     from azjax.train import Learner
 
     config = tiny_config()
+    config = dataclasses.replace(config, selfplay=dataclasses.replace(
+        config.selfplay, per_game_randomness=True))
     env = envs.make(config.game)
     plain, sharded = Learner(env, config), Learner(env, config, mesh=make_mesh())
     start = plain.init_state(jax.random.PRNGKey(0))
@@ -103,8 +105,9 @@ def four_devices():
 
 
 def test_a_sharded_iteration_equals_the_unsharded_one_from_the_same_seed(four_devices):
-    """4 devices play the very games one device plays (each game's randomness comes from its
-    own index), fill the same replay buffer and reach the same parameters (float tolerance)."""
+    """With selfplay.per_game_randomness, 4 devices play the very games one device plays (each
+    game's randomness comes from its own index), fill the same replay buffer and reach the same
+    parameters (float tolerance)."""
     assert four_devices["devices"] == 4
     assert four_devices["same_start"]  # init: the same run state as on one device
     assert four_devices["same_games"]  # games, step records and what was emitted
