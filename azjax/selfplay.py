@@ -63,6 +63,9 @@ def resolve_lengths(env: Env, config: SelfPlayConfig) -> tuple[int, int]:
     return chunk, max_length
 
 
+_PLAYOUT_CAP_STREAM = 2**31 - 1  # fold_in data for the full/fast draw: no game id reaches it
+
+
 def _select_games(pred: jax.Array, on_true: Any, on_false: Any) -> Any:
     """Per-game select for batched pytrees: pred bool [B]."""
 
@@ -168,7 +171,10 @@ def make_selfplay(env: Env, search_fn, config: SelfPlayConfig):
                 k_random, jnp.where(games.legal_action_mask, 0.0, -jnp.inf))
         random_action = random_action.astype(jnp.int32)
         if config.full_search_prob < 1.0:  # one draw for the whole lockstep batch
-            full = jax.random.uniform(jax.random.split(key)[0]) < config.full_search_prob
+            # Its own stream: split(key, n)[0] and fold_in(key, 0) are the same key here (jax's
+            # partitionable threefry), i.e. the search's or game 0's.
+            cap_key = jax.random.fold_in(key, _PLAYOUT_CAP_STREAM)
+            full = jax.random.uniform(cap_key) < config.full_search_prob
             out = jax.lax.cond(full, search, lambda: search(config.fast_simulations))
             policy_target = jnp.where(full, out.policy, 0.0)  # fast steps: no policy target
         else:

@@ -217,11 +217,11 @@ class Learner:
         Device d plays games [d B/D, (d+1) B/D) of the batch, with no communication inside the
         search. With `selfplay.per_game_randomness` every game draws its randomness from its own
         index (`make_selfplay`), so the D devices play exactly the games one device would;
-        without it (the faster default) device d uses the key `fold_in(key, d)`. (A global program partitioned by XLA
-        gathered the tree's batch-indexed arrays across devices at every simulation: 0.2x the
-        speed of one device on 2 forced CPU devices, and 600x slower across two processes;
-        `docs/scaling.md`.) Same signature, global shapes and position order as
-        `make_selfplay`'s function.
+        without it (the faster default) device d uses the key `fold_in(key, d)`. (A global
+        program partitioned by XLA gathered the tree's batch-indexed arrays across devices at
+        every simulation: 0.2x the speed of one device on 2 forced CPU devices, and 600x slower
+        across two processes; `docs/scaling.md`.) Same signature and global shapes as
+        `make_selfplay`'s function; positions come out game by game, in one device's order.
         """
         devices = self.mesh.devices.size
         games_per_device = config.batch_size // devices
