@@ -1,20 +1,26 @@
 """Arenas: two players over a batch of games in lockstep, inside one jitted `lax.while_loop`.
 
-A player is ``act(key, states[B]) -> int32[B]`` (see `azjax.baselines`). Shape legend: B batch
-(here: games), A actions.
+A player is ``act(key, states[B]) -> int32[B]`` (see `azjax.baselines`). With several local
+devices (GPUs, or `XLA_FLAGS=--xla_force_host_platform_device_count=N` on a CPU), `play_arena`
+splits the games over them (`jax.shard_map`, no communication while the games run).
+Shape legend: B batch (here: games), A actions, D devices.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.sharding import Mesh, PartitionSpec
 from numpy.typing import ArrayLike
 
 from azjax.baselines import Player, _derive_key
+from azjax.parallel import AXIS, avoid_cached_cpu_collectives
 from envs.core import Env
 
 __all__ = ["ArenaResult", "elo_difference", "play_arena", "run_arena"]
@@ -84,21 +90,32 @@ def run_arena(
     player_b: Player,
     num_games: int,
     max_steps: int | jax.Array,
+    first_game: int | jax.Array = 0,
+    total_games: int | None = None,
+    player_key: jax.Array | None = None,
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
     """Plays B = num_games games of A against B in lockstep: a pure, traceable function.
 
     Call it inside your own jit (players may close over traced params) or use `play_arena`.
-    A is player 0 (moves first) in the first ``ceil(B / 2)`` games and player 1 in the rest.
-    Each ply calls each player on the whole batch, when any live game has it to move, and
-    keeps the action of the player to move in each game; finished games stay finished.
+    A is player 0 (moves first) in the first ``ceil(total_games / 2)`` games and player 1 in
+    the rest. Each ply calls each player on the whole batch, when any live game has it to move,
+    and keeps the action of the player to move in each game; finished games stay finished.
+
+    first_game, total_games: this batch is games ``[first_game, first_game + B)`` of an arena of
+    `total_games` (default B); a game's index fixes its colours and its start, so the blocks of
+    a split arena together hold the whole arena's games. player_key: the root of the players'
+    keys (default `key`).
 
     Returns:
       (A's total reward per game float32 [B], illegal moves by A int32 [], by B int32 []);
       `ArenaResult.from_outcomes` turns them into counts.
     """
+    total = num_games if total_games is None else total_games
+    player_key = key if player_key is None else player_key
+    game_ids = first_game + jnp.arange(num_games)
     # Keys derived by hashing, not threefry: ~0.5 s less XLA compile time per arena here.
-    states = jax.vmap(env.init)(jax.vmap(_derive_key, (None, 0))(key, jnp.arange(num_games)))
-    a_id = jnp.where(jnp.arange(num_games) < (num_games + 1) // 2, 0, 1).astype(jnp.int32)
+    states = jax.vmap(env.init)(jax.vmap(_derive_key, (None, 0))(key, game_ids))
+    a_id = jnp.where(game_ids < (total + 1) // 2, 0, 1).astype(jnp.int32)
     no_moves = jnp.zeros(num_games, jnp.int32)
 
     def live(states):
@@ -110,8 +127,8 @@ def run_arena(
 
     def body(carry):
         t, states, totals, bad_a, bad_b = carry
-        key_a = _derive_key(key, num_games + 2 * t)
-        key_b = _derive_key(key, num_games + 2 * t + 1)
+        key_a = _derive_key(player_key, total + 2 * t)
+        key_b = _derive_key(player_key, total + 2 * t + 1)
         a_turn = live(states) & (states.current_player == a_id)
         b_turn = live(states) & (states.current_player != a_id)
         # Call a player only when some game needs it (e.g. not at all once its games end).
@@ -145,6 +162,37 @@ def run_arena(
 _run_arena_jit = jax.jit(run_arena, static_argnames=("env", "player_a", "player_b", "num_games"))
 
 
+@functools.cache
+def _split_arena_jit(env: Env, player_a: Player, player_b: Player, num_games: int,
+                     devices: tuple) -> Callable:
+    """`run_arena` with its games split into D contiguous blocks, one per device.
+
+    Device d plays games ``[d B/D, (d+1) B/D)``: the same starts and colours as on one device,
+    but its players draw from their own key stream (the players number the games of their
+    batch from 0, so one shared key would give every device's game i the same noise).
+    Returns ``jit(key, max_steps) -> (returns [B], illegal moves by A [], by B [])``.
+    """
+    per_device = num_games // len(devices)
+
+    def block(key, max_steps):
+        device = jax.lax.axis_index(AXIS)
+        returns, bad_a, bad_b = run_arena(
+            key, env=env, player_a=player_a, player_b=player_b, num_games=per_device,
+            max_steps=max_steps, first_game=device * per_device, total_games=num_games,
+            player_key=_derive_key(key, jnp.uint32(0xFFFFFFFF) - device.astype(jnp.uint32)))
+        return returns, bad_a[None], bad_b[None]
+
+    split = jax.shard_map(block, mesh=Mesh(np.asarray(devices), (AXIS,)),
+                          in_specs=(PartitionSpec(), PartitionSpec()),
+                          out_specs=(PartitionSpec(AXIS),) * 3, check_vma=False)
+
+    def arena(key, max_steps):
+        returns, bad_a, bad_b = split(key, max_steps)
+        return returns, jnp.sum(bad_a), jnp.sum(bad_b)
+
+    return jax.jit(arena)
+
+
 def play_arena(
     env: Env,
     player_a: Player,
@@ -153,6 +201,7 @@ def play_arena(
     key: jax.Array,
     num_games: int,
     max_steps: int | None = None,
+    devices: list | None = None,
 ) -> ArenaResult:
     """Plays `num_games` games of A against B in lockstep and counts A's results.
 
@@ -160,19 +209,30 @@ def play_arena(
     calls each player on the whole batch (when any live game has it to move) and keeps the
     action of the player to move in each game; finished games stay finished.
 
-    Compiles once per (env, player_a, player_b, num_games): reuse player objects
+    devices: where to play (default: this process's devices). With D > 1 devices and
+    `num_games` a multiple of D, each device plays a block of B / D games (`_split_arena_jit`):
+    the same starts and colours, other random draws than on one device, so the count of
+    devices is part of what makes a result repeatable. Otherwise one device plays them all.
+
+    Compiles once per (env, player_a, player_b, num_games, devices): reuse player objects
     (the `azjax.baselines` factories are memoised) to reuse the compiled arena.
     """
     if num_games < 1:
         raise ValueError(f"num_games must be >= 1, got {num_games}")
     if max_steps is None:
         max_steps = getattr(env, "max_game_length", 0) or 10_000
-    outcomes = _run_arena_jit(
-        key,
-        env=env,
-        player_a=player_a,
-        player_b=player_b,
-        num_games=num_games,
-        max_steps=jnp.int32(max_steps),
-    )
+    devices = tuple(jax.local_devices() if devices is None else devices)
+    if len(devices) > 1 and num_games % len(devices) == 0:
+        avoid_cached_cpu_collectives(Mesh(np.asarray(devices), (AXIS,)))
+        outcomes = _split_arena_jit(env, player_a, player_b, num_games, devices)(
+            key, jnp.int32(max_steps))
+    else:
+        outcomes = _run_arena_jit(
+            key,
+            env=env,
+            player_a=player_a,
+            player_b=player_b,
+            num_games=num_games,
+            max_steps=jnp.int32(max_steps),
+        )
     return ArenaResult.from_outcomes(*outcomes)

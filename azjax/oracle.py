@@ -28,6 +28,7 @@ from envs.core import Env, GameState, tree_select
 
 __all__ = [
     "DEFAULT_ORACLE_ROOT",
+    "has_oracle",
     "in_set_order",
     "set_titles",
     "OracleFormatError",
@@ -115,6 +116,12 @@ _FORMATS = {
         titles={"positions": "All positions"},
     ),
 }
+
+
+def has_oracle(env_or_name: Env | str) -> bool:
+    """Whether `load_oracle` knows a format for this game (draughts has none)."""
+    name = env_or_name if isinstance(env_or_name, str) else env_or_name.name
+    return name in _FORMATS
 
 
 def set_titles(game: str) -> dict[str, str]:

@@ -83,6 +83,23 @@ _FOUR_DEVICE_SCRIPT = textwrap.dedent("""
             out["error:" + key] = None
         except ConfigError as error:
             out["error:" + key] = str(error)
+
+    # Arenas split their games over the 4 devices (8 and 400 games), or not (6 games).
+    import jax.numpy as jnp
+    from azjax.baselines import random_player
+    from azjax.evaluate import play_arena
+    ttt = envs.make("tic_tac_toe")
+    lowest = lambda key, s: jnp.argmax(s.legal_action_mask, axis=1).astype(jnp.int32)
+    highest = lambda key, s: (8 - jnp.argmax(s.legal_action_mask[:, ::-1], axis=1)).astype(
+        jnp.int32)
+    counts = lambda r: [r.wins, r.draws, r.losses, r.illegal_moves_a, r.illegal_moves_b]
+    arena_key = jax.random.PRNGKey(2)
+    for games in (8, 6):
+        out[f"arena_{games}"] = [counts(play_arena(ttt, lowest, highest, key=arena_key,
+                                                   num_games=games, devices=devices))
+                                 for devices in (jax.devices()[:1], None)]
+    rand = random_player(ttt)
+    out["arena_random"] = counts(play_arena(ttt, rand, rand, key=arena_key, num_games=400))
     print("RESULT " + json.dumps(out))
 """)
 
@@ -142,6 +159,21 @@ def test_a_batch_that_does_not_split_over_the_devices_is_refused_naming_the_key(
         check_divisible(tiny_config(replay=dataclasses.replace(tiny_config().replay,
                                                                capacity=510)), 4)
     check_divisible(tiny_config(), 1)  # one device: anything goes
+
+
+def test_an_arena_splits_its_games_over_the_devices(four_devices):
+    # Deterministic players: the split arena plays exactly the one-device games (same starts,
+    # same colours per game index), whether it splits (8 games) or cannot (6 games).
+    one, four = four_devices["arena_8"]
+    assert one == four and sum(one[:3]) == 8 and one[3:] == [0, 0]
+    assert one[0] > 0 and one[2] > 0  # each player wins with one colour: both colours played
+    one, four = four_devices["arena_6"]
+    assert one == four and sum(one[:3]) == 6
+    # Random against random over 400 split games: every game counted, colours balanced
+    # (tic-tac-toe's first mover wins 58.5%, so an unbalanced split would show).
+    wins, draws, losses, bad_a, bad_b = four_devices["arena_random"]
+    assert wins + draws + losses == 400 and bad_a == bad_b == 0
+    assert abs((wins + draws / 2) / 400 - 0.5) < 0.08
 
 
 def test_cli_refuses_an_indivisible_batch_before_touching_the_run_dir(tmp_path):
