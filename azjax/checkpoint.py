@@ -24,7 +24,7 @@ import jax
 import orbax.checkpoint as ocp
 from flax import serialization
 
-from azjax.config import ConfigError, ExperimentConfig, config_from_dict, config_to_dict
+from azjax.config import ConfigError, ExperimentConfig, config_from_saved, config_to_dict
 
 __all__ = [
     "CheckpointError",
@@ -139,7 +139,7 @@ def load_model(directory: str | Path) -> tuple[Any, ExperimentConfig, dict[str, 
         raise CheckpointError(f"{meta_path}: model format {version!r} is not supported "
                               f"(this azjax reads format {MODEL_FORMAT_VERSION})")
     try:
-        config = config_from_dict(meta["config"])
+        config = config_from_saved(meta["config"])
     except (KeyError, ConfigError) as error:
         raise CheckpointError(f"{meta_path}: bad config ({error})") from None
     env = envs.make(config.game)

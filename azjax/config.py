@@ -27,6 +27,7 @@ __all__ = [
     "SelfPlayConfig",
     "TrainConfig",
     "config_from_dict",
+    "config_from_saved",
     "config_to_dict",
     "load_config",
     "parse_override",
@@ -46,6 +47,10 @@ class NetworkConfig:
     policy_channels: int = 2  # resnet policy head's 1x1 conv
     value_channels: int = 1  # resnet value head's 1x1 conv
     value_hidden: int = 64  # resnet value head's dense layer
+    # resnet heads: normalise each 1x1-conv channel over the board before its ReLU. Without it a
+    # 1-channel value head can die (its conv negative on every cell: constant value, no
+    # gradient), which stalled a connect-four run for 20+ iterations (docs/tuning-connect-four.md).
+    head_norm: bool = True
 
 
 @dataclasses.dataclass(frozen=True)
@@ -222,6 +227,15 @@ def config_from_dict(data: dict[str, Any]) -> ExperimentConfig:
     if not isinstance(data, dict):
         raise ConfigError(f"a config must be a mapping, got {type(data).__name__}")
     return _from_dict(ExperimentConfig, data)
+
+
+def config_from_saved(data: dict[str, Any]) -> ExperimentConfig:
+    """`config_from_dict` for a config saved in a run dir or model: keys added to the config
+    since take the value that reproduces what was saved, not today's default."""
+    if isinstance(data, dict) and isinstance(data.get("network"), dict):
+        # Saved before `network.head_norm` existed: heads without the normalisation.
+        data = {**data, "network": {"head_norm": False, **data["network"]}}
+    return config_from_dict(data)
 
 
 def config_to_dict(config: Any) -> dict[str, Any]:

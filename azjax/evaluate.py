@@ -20,7 +20,7 @@ from jax.sharding import Mesh, PartitionSpec
 from numpy.typing import ArrayLike
 
 from azjax.baselines import Player, _derive_key
-from azjax.parallel import AXIS, avoid_cached_cpu_collectives
+from azjax.parallel import AXIS
 from envs.core import Env
 
 __all__ = ["ArenaResult", "elo_difference", "play_arena", "run_arena"]
@@ -45,14 +45,15 @@ class ArenaResult:
     def from_outcomes(
         cls, a_returns: ArrayLike, illegal_moves_a: ArrayLike = 0, illegal_moves_b: ArrayLike = 0
     ) -> ArenaResult:
-        """Counts from `run_arena`'s outputs: A's total reward per game [B], illegal moves."""
+        """Counts from `run_arena`'s outputs: A's total reward per game [B], illegal moves
+        (a count, or one count per device of a split arena)."""
         a_returns = np.asarray(a_returns)
         return cls(
             wins=int(np.sum(a_returns > 0)),
             draws=int(np.sum(a_returns == 0)),
             losses=int(np.sum(a_returns < 0)),
-            illegal_moves_a=int(illegal_moves_a),
-            illegal_moves_b=int(illegal_moves_b),
+            illegal_moves_a=int(np.sum(illegal_moves_a)),
+            illegal_moves_b=int(np.sum(illegal_moves_b)),
         )
 
     @property
@@ -170,7 +171,7 @@ def _split_arena_jit(env: Env, player_a: Player, player_b: Player, num_games: in
     Device d plays games ``[d B/D, (d+1) B/D)``: the same starts and colours as on one device,
     but its players draw from their own key stream (the players number the games of their
     batch from 0, so one shared key would give every device's game i the same noise).
-    Returns ``jit(key, max_steps) -> (returns [B], illegal moves by A [], by B [])``.
+    Returns ``jit(key, max_steps) -> (returns [B], illegal moves by A [D], by B [D])``.
     """
     per_device = num_games // len(devices)
 
@@ -186,11 +187,9 @@ def _split_arena_jit(env: Env, player_a: Player, player_b: Player, num_games: in
                           in_specs=(PartitionSpec(), PartitionSpec()),
                           out_specs=(PartitionSpec(AXIS),) * 3, check_vma=False)
 
-    def arena(key, max_steps):
-        returns, bad_a, bad_b = split(key, max_steps)
-        return returns, jnp.sum(bad_a), jnp.sum(bad_b)
-
-    return jax.jit(arena)
+    # The illegal-move counts stay per device [D] (summed by the caller): a sum in here would
+    # be an all-reduce, where the devices that finished their games wait for the slowest.
+    return jax.jit(split)
 
 
 def play_arena(
@@ -223,7 +222,6 @@ def play_arena(
         max_steps = getattr(env, "max_game_length", 0) or 10_000
     devices = tuple(jax.local_devices() if devices is None else devices)
     if len(devices) > 1 and num_games % len(devices) == 0:
-        avoid_cached_cpu_collectives(Mesh(np.asarray(devices), (AXIS,)))
         outcomes = _split_arena_jit(env, player_a, player_b, num_games, devices)(
             key, jnp.int32(max_steps))
     else:

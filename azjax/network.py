@@ -34,6 +34,20 @@ class _ResidualBlock(nn.Module):
         return nn.relu(x + y)
 
 
+def _head_features(channels: int, normalise: bool, x: jax.Array) -> jax.Array:
+    """A head's 1x1 conv to 1-2 channels and its ReLU: [B, H, W, C] -> [B, H, W, channels].
+
+    A LayerNorm over so few channels would erase them (over one it outputs a constant), so the
+    norm, when on, runs over the board for each channel (the stateless stand-in for AlphaZero's
+    BatchNorm here): every position then keeps active cells whatever the conv's weights, where a
+    plain conv + ReLU can go negative on every cell and stop learning for good.
+    """
+    y = nn.Conv(channels, (1, 1), use_bias=not normalise)(x)
+    if normalise:
+        y = nn.LayerNorm(reduction_axes=(-3, -2), feature_axes=-1)(y)
+    return nn.relu(y)
+
+
 class _ResNet(nn.Module):
     config: NetworkConfig
     num_actions: int
@@ -45,11 +59,9 @@ class _ResNet(nn.Module):
         x = nn.relu(nn.LayerNorm()(x))
         for _ in range(cfg.blocks):
             x = _ResidualBlock(cfg.channels)(x)
-        # The heads' 1x1 convs have 1-2 channels: a LayerNorm over so few channels would erase
-        # them (over one channel it outputs a constant), so the heads use a bias and no norm.
-        p = nn.relu(nn.Conv(cfg.policy_channels, (1, 1))(x))
+        p = _head_features(cfg.policy_channels, cfg.head_norm, x)
         logits = nn.Dense(self.num_actions)(p.reshape(p.shape[0], -1))
-        v = nn.relu(nn.Conv(cfg.value_channels, (1, 1))(x))
+        v = _head_features(cfg.value_channels, cfg.head_norm, x)
         v = nn.relu(nn.Dense(cfg.value_hidden)(v.reshape(v.shape[0], -1)))
         value = jnp.tanh(nn.Dense(1)(v))[:, 0]
         return logits, value

@@ -34,7 +34,7 @@ from tqdm.auto import tqdm
 
 import envs
 from azjax.checkpoint import CheckpointError, RunCheckpointer, save_model
-from azjax.config import ConfigError, ExperimentConfig, config_from_dict, config_to_dict
+from azjax.config import ConfigError, ExperimentConfig, config_from_saved, config_to_dict
 from azjax.metrics import MetricsLogger, plot_curves
 from azjax.parallel import local_copy, make_mesh, mesh_description
 from azjax.train import Learner, RunState
@@ -107,7 +107,7 @@ def open_run(run_dir: Path, requested: ExperimentConfig):
     meta = reader.restore_meta(latest)
     reader.close()
     try:
-        saved = config_from_dict(meta["config"])
+        saved = config_from_saved(meta["config"])
     except (KeyError, ConfigError) as error:
         raise CheckpointError(f"checkpoint {checkpoint_dir / str(latest)} has a bad config: "
                               f"{error}") from None

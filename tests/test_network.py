@@ -79,3 +79,42 @@ def test_both_heads_can_fit_arbitrary_targets(config):
     value_after, policy_after = losses(fit(params))
     assert value_after < 0.1 * jnp.var(value_target) and value_after < 0.1 * value_before
     assert policy_after < 0.2 * policy_before
+
+
+@pytest.mark.parametrize("head_norm", [True, False])
+def test_a_head_whose_conv_is_negative_everywhere_stays_alive_only_with_head_norm(head_norm):
+    """The failure behind `network.head_norm`: a value head whose 1x1 conv comes out negative
+    on every cell passes nothing through its ReLU, so the value is one constant and no gradient
+    reaches the head. Normalising each channel over the board keeps active cells in every
+    position, whatever the weights."""
+    config = NetworkConfig(kind="resnet", channels=8, blocks=1, head_norm=head_norm)
+    shape = (6, 7, 2)
+    obs = jax.random.bernoulli(jax.random.PRNGKey(1), 0.3, (16, *shape)).astype(jnp.float32)
+    _, apply = make_network(config, 7)
+    params = init_network(config, 7, shape, jax.random.PRNGKey(0))["params"]
+    # The trunk ends in a ReLU (inputs >= 0): a negative kernel makes the conv negative
+    # everywhere (and a bias, where there is one, pushes it further down).
+    head = dict(params["resnet"]["Conv_2"])
+    head["kernel"] = -jnp.abs(head["kernel"]) - 0.1
+    if "bias" in head:
+        head["bias"] = jnp.full_like(head["bias"], -1.0)
+    params = {**params, "resnet": {**params["resnet"], "Conv_2": head}}
+
+    def value_of(p):
+        return apply({"params": p}, obs)[1]
+
+    grads = jax.grad(lambda p: jnp.sum(value_of(p)))(params)["resnet"]["Conv_2"]["kernel"]
+    spread = float(jnp.std(value_of(params)))
+    if head_norm:
+        assert spread > 1e-3 and float(jnp.max(jnp.abs(grads))) > 0
+    else:
+        assert spread < 1e-6 and float(jnp.max(jnp.abs(grads))) == 0
+
+
+def test_a_config_saved_before_head_norm_loads_without_it():
+    from azjax.config import config_from_dict, config_from_saved, config_to_dict
+
+    saved = config_to_dict(config_from_dict({"game": "connect_four"}))
+    del saved["network"]["head_norm"]
+    assert config_from_saved(saved).network.head_norm is False
+    assert config_from_dict(saved).network.head_norm is True  # a new config: today's default
