@@ -87,9 +87,9 @@ def test_a_head_whose_conv_is_negative_everywhere_stays_alive_only_with_head_nor
     on every cell passes nothing through its ReLU, so the value is one constant and no gradient
     reaches the head. Normalising each channel over the board keeps active cells in every
     position, whatever the weights."""
-    config = NetworkConfig(kind="resnet", channels=8, blocks=1, head_norm=head_norm)
+    config = NetworkConfig(kind="resnet", channels=4, blocks=1, head_norm=head_norm)
     shape = (6, 7, 2)
-    obs = jax.random.bernoulli(jax.random.PRNGKey(1), 0.3, (16, *shape)).astype(jnp.float32)
+    obs = jax.random.bernoulli(jax.random.PRNGKey(1), 0.3, (8, *shape)).astype(jnp.float32)
     _, apply = make_network(config, 7)
     params = init_network(config, 7, shape, jax.random.PRNGKey(0))["params"]
     # The trunk ends in a ReLU (inputs >= 0): a negative kernel makes the conv negative
@@ -100,11 +100,13 @@ def test_a_head_whose_conv_is_negative_everywhere_stays_alive_only_with_head_nor
         head["bias"] = jnp.full_like(head["bias"], -1.0)
     params = {**params, "resnet": {**params["resnet"], "Conv_2": head}}
 
-    def value_of(p):
-        return apply({"params": p}, obs)[1]
+    def total_value(p):
+        value = apply({"params": p}, obs)[1]
+        return jnp.sum(value), value
 
-    grads = jax.grad(lambda p: jnp.sum(value_of(p)))(params)["resnet"]["Conv_2"]["kernel"]
-    spread = float(jnp.std(value_of(params)))
+    (_, value), grads = jax.jit(jax.value_and_grad(total_value, has_aux=True))(params)
+    grads = grads["resnet"]["Conv_2"]["kernel"]
+    spread = float(jnp.std(value))
     if head_norm:
         assert spread > 1e-3 and float(jnp.max(jnp.abs(grads))) > 0
     else:
