@@ -16,11 +16,11 @@ from collections.abc import Callable
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.sharding import Mesh, PartitionSpec
+from jax.sharding import PartitionSpec
 from numpy.typing import ArrayLike
 
 from azjax.baselines import Player, _derive_key
-from azjax.parallel import AXIS
+from azjax.parallel import AXIS, make_mesh
 from envs.core import Env
 
 __all__ = ["ArenaResult", "elo_difference", "play_arena", "run_arena"]
@@ -183,7 +183,7 @@ def _split_arena_jit(env: Env, player_a: Player, player_b: Player, num_games: in
             player_key=_derive_key(key, jnp.uint32(0xFFFFFFFF) - device.astype(jnp.uint32)))
         return returns, bad_a[None], bad_b[None]
 
-    split = jax.shard_map(block, mesh=Mesh(np.asarray(devices), (AXIS,)),
+    split = jax.shard_map(block, mesh=make_mesh(list(devices)),
                           in_specs=(PartitionSpec(), PartitionSpec()),
                           out_specs=(PartitionSpec(AXIS),) * 3, check_vma=False)
 

@@ -396,7 +396,7 @@ def load_oracle(
       OracleFormatError: a corrupt line, naming the file and the line.
     """
     env = envs.make(env_or_name) if isinstance(env_or_name, str) else env_or_name
-    if env.name not in _FORMATS:
+    if not has_oracle(env):
         raise ValueError(f"no oracle for {env.name!r}; oracles exist for {sorted(_FORMATS)}")
     if directory is None and env.name == "tic_tac_toe":
         return dict(_load_minimax(env))
