@@ -40,13 +40,14 @@ class ConfigError(ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class NetworkConfig:
-    kind: Literal["resnet", "mlp"] = "resnet"
+    kind: Literal["resnet", "resmlp", "mlp"] = "resnet"
     channels: int = 32  # resnet: channels of the stem and every block
-    blocks: int = 4  # resnet: residual blocks
+    blocks: int = 4  # resnet, resmlp: residual blocks
+    width: int = 512  # resmlp: width of the stem and every block
     hidden: tuple[int, ...] = (128, 128)  # mlp: hidden layer widths
     policy_channels: int = 2  # resnet policy head's 1x1 conv
     value_channels: int = 1  # resnet value head's 1x1 conv
-    value_hidden: int = 64  # resnet value head's dense layer
+    value_hidden: int = 64  # resnet, resmlp: the value head's dense layer
     # resnet heads: normalise each 1x1-conv channel over the board before its ReLU. Without it a
     # 1-channel value head can die (its conv negative on every cell: constant value, no
     # gradient), which stalled a connect-four run for 20+ iterations (docs/tuning-connect-four.md).
@@ -308,6 +309,7 @@ def _validate(config: ExperimentConfig) -> None:
         raise ConfigError(f"game: {error}") from None
     net, search, play = config.network, config.search, config.selfplay
     _require(net.channels > 0 and net.blocks >= 0, "network", "channels > 0 and blocks >= 0")
+    _require(net.width > 0, "network.width", "must be positive")
     _require(all(h > 0 for h in net.hidden), "network.hidden", "widths must be positive")
     _require(search.num_simulations >= 1, "search.num_simulations", "must be >= 1")
     _require(search.max_num_considered_actions >= 1, "search.max_num_considered_actions",

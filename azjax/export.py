@@ -69,8 +69,9 @@ def _read_jsonl(path: Path) -> list[dict]:
 
 def _card(config, extra: dict) -> str:
     net = config.network
-    shape = (f"MLP {list(net.hidden)}" if net.kind == "mlp"
-             else f"ResNet {net.blocks} blocks x {net.channels} channels")
+    shape = {"mlp": f"MLP {list(net.hidden)}",
+             "resmlp": f"residual MLP {net.blocks} blocks x {net.width} units",
+             "resnet": f"ResNet {net.blocks} blocks x {net.channels} channels"}[net.kind]
     lines = [
         f"# azjax model: {config.game}",
         "",

@@ -1,4 +1,8 @@
-"""The two-headed policy/value network: an AlphaZero ResNet, or a small MLP for tiny boards.
+"""The two-headed policy/value network: an AlphaZero ResNet, a residual MLP, or a small MLP.
+
+The residual MLP (`kind: resmlp`) exists for CPUs: its layers are plain matmuls, which XLA:CPU
+runs near its peak forward and backward, where the ResNet's convolution backward pass runs at a
+fraction of it (docs/tuning-connect-four.md section 1).
 
 Normalisation policy: stateless LayerNorm (over channels) in place of BatchNorm. The network
 then has no batch statistics, so search, training and multi-device runs see the same function
@@ -81,6 +85,37 @@ class _MLP(nn.Module):
         return logits, value
 
 
+class _ResidualMLPBlock(nn.Module):
+    width: int
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        """Pre-norm: x + W2 relu(LN(W1 relu(LN(x)))), [B, width] -> [B, width]."""
+        y = nn.Dense(self.width)(nn.relu(nn.LayerNorm()(x)))
+        y = nn.Dense(self.width)(nn.relu(nn.LayerNorm()(y)))
+        return x + y
+
+
+class _ResidualMLP(nn.Module):
+    config: NetworkConfig
+    num_actions: int
+
+    @nn.compact
+    def __call__(self, obs: jax.Array) -> tuple[jax.Array, jax.Array]:
+        cfg = self.config
+        x = nn.Dense(cfg.width)(obs.reshape(obs.shape[0], -1))
+        for _ in range(cfg.blocks):
+            x = _ResidualMLPBlock(cfg.width)(x)
+        x = nn.relu(nn.LayerNorm()(x))
+        logits = nn.Dense(self.num_actions)(x)
+        v = nn.relu(nn.Dense(cfg.value_hidden)(x))
+        value = jnp.tanh(nn.Dense(1)(v))[:, 0]
+        return logits, value
+
+
+_BODIES = {"resnet": _ResNet, "resmlp": _ResidualMLP, "mlp": _MLP}
+
+
 class PolicyValueNet(nn.Module):
     """obs float32[B, *obs] -> (logits float32[B, A], value float32[B] in [-1, 1])."""
 
@@ -90,7 +125,7 @@ class PolicyValueNet(nn.Module):
     @nn.compact
     def __call__(self, obs: jax.Array, *, train: bool = False) -> tuple[jax.Array, jax.Array]:
         del train  # stateless normalisation: train and eval are the same function
-        body = _ResNet if self.config.kind == "resnet" else _MLP
+        body = _BODIES[self.config.kind]
         return body(self.config, self.num_actions, name=self.config.kind)(obs)
 
 

@@ -12,8 +12,9 @@ from azjax.network import count_flops, init_network, make_network
 
 
 @pytest.mark.parametrize("config", [NetworkConfig(kind="resnet", channels=8, blocks=2),
+                                    NetworkConfig(kind="resmlp", width=16, blocks=2),
                                     NetworkConfig(kind="mlp", hidden=(16, 16))],
-                         ids=["resnet", "mlp"])
+                         ids=["resnet", "resmlp", "mlp"])
 def test_shapes_range_and_no_batch_statistics(config):
     shape = (6, 7, 2)
     variables = init_network(config, 7, shape, jax.random.PRNGKey(0))
@@ -41,8 +42,9 @@ def test_flop_count_scales_with_batch():
 
 
 @pytest.mark.parametrize("config", [NetworkConfig(kind="resnet", channels=8, blocks=1),
+                                    NetworkConfig(kind="resmlp", width=32, blocks=1),
                                     NetworkConfig(kind="mlp", hidden=(32, 32))],
-                         ids=["resnet", "mlp"])
+                         ids=["resnet", "resmlp", "mlp"])
 def test_both_heads_can_fit_arbitrary_targets(config):
     """Both heads depend on the board: a few hundred Adam steps fit random value and policy
     targets on 32 boards (a head that ignores its input cannot get below the targets' variance,
