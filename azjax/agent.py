@@ -137,17 +137,25 @@ class Agent:
         Without noise the action is the argmax of the search's final policy.
         """
         batch = states.current_player.shape[0]
-        simulations = int(num_simulations or self.num_simulations)
+        simulations = self._search_simulations(num_simulations)
         action, policy, value = self._search_jit(
             self.params, key, _pad(states, _pad_size(batch)), simulations, bool(noise))
         return action[:batch], policy[:batch], value[:batch]
+
+    def _search_simulations(self, num_simulations: int | None) -> int:
+        if num_simulations is None:
+            return int(self.num_simulations)
+        if num_simulations < 1:
+            raise ValueError(f"num_simulations must be >= 1 for a search, got {num_simulations} "
+                             "(act(..., num_simulations=0) plays the raw network)")
+        return int(num_simulations)
 
     def search_output(self, key: jax.Array, states: Any, *,
                       num_simulations: int | None = None) -> SearchOutput:
         """The greedy search's whole `SearchOutput` (action [B], policy [B, A], value [B],
         prior_value [B], visit_counts [B, A]): what play and analysis show."""
         batch = states.current_player.shape[0]
-        simulations = int(num_simulations or self.num_simulations)
+        simulations = self._search_simulations(num_simulations)
         out = self._search_output_jit(self.params, key, _pad(states, _pad_size(batch)),
                                       simulations)
         return jax.tree.map(lambda x: x[:batch], out)

@@ -77,7 +77,8 @@ class RunCheckpointer:
         except Exception as error:  # orbax raises many types for damaged files
             raise CheckpointError(
                 f"checkpoint {self.directory / str(iteration)} is corrupt or unreadable "
-                f"(meta: {type(error).__name__}: {error})") from None
+                f"(meta: {type(error).__name__}: {error}){self._fallback_hint(iteration)}"
+            ) from None
 
     def restore_state(self, iteration: int, abstract_state: Any) -> Any:
         try:
@@ -87,7 +88,16 @@ class RunCheckpointer:
         except Exception as error:
             raise CheckpointError(
                 f"checkpoint {self.directory / str(iteration)} is corrupt or does not match "
-                f"this run's state ({type(error).__name__}: {str(error)[:300]})") from None
+                f"this run's state ({type(error).__name__}: {str(error)[:300]})"
+                f"{self._fallback_hint(iteration)}") from None
+
+    def _fallback_hint(self, iteration: int) -> str:
+        """How to resume from an older checkpoint, when one is kept (nothing is deleted)."""
+        older = [i for i in self.all_iterations() if i < iteration]
+        if not older:
+            return ""
+        return (f". Older checkpoints: {', '.join(map(str, older))}; to resume from "
+                f"{older[-1]}, move {self.directory / str(iteration)} out of checkpoints/")
 
     def close(self) -> None:
         self._manager.close()

@@ -6,6 +6,7 @@ Errors the user can fix (bad config, corrupt checkpoint, unknown game...) print 
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -58,6 +59,9 @@ def _enable_compilation_cache(directory: str) -> None:
 
 
 def _fail(error: Exception) -> None:
+    """One line for the user; AZJAX_DEBUG=1 keeps the traceback (a ValueError may be a bug)."""
+    if os.environ.get("AZJAX_DEBUG"):
+        raise error
     typer.echo(f"error: {error}", err=True)
     raise typer.Exit(code=2)
 

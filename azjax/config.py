@@ -310,6 +310,9 @@ def _validate(config: ExperimentConfig) -> None:
     net, search, play = config.network, config.search, config.selfplay
     _require(net.channels > 0 and net.blocks >= 0, "network", "channels > 0 and blocks >= 0")
     _require(net.width > 0, "network.width", "must be positive")
+    _require(min(net.policy_channels, net.value_channels, net.value_hidden) >= 1, "network",
+             "policy_channels, value_channels and value_hidden must be >= 1")
+    _require(search.gumbel_scale >= 0, "search.gumbel_scale", "must be >= 0")
     _require(all(h > 0 for h in net.hidden), "network.hidden", "widths must be positive")
     _require(search.num_simulations >= 1, "search.num_simulations", "must be >= 1")
     _require(search.max_num_considered_actions >= 1, "search.max_num_considered_actions",
@@ -342,9 +345,14 @@ def _validate(config: ExperimentConfig) -> None:
     _require(config.eval.gating_games >= 2, "eval.gating_games", "must be >= 2 (both colours)")
     _require(0.0 <= config.eval.gating_threshold <= 1.0, "eval.gating_threshold", "in [0, 1]")
     _require(config.eval.arena_games >= 2, "eval.arena_games", "must be >= 2 (both colours)")
+    _require(config.eval.num_simulations >= 0, "eval.num_simulations",
+             "must be >= 0 (0 = search.num_simulations)")
     for opponent in config.eval.opponents:
-        _require(opponent in ("random", "greedy") or opponent.startswith("mcts:"),
-                 "eval.opponents", f"unknown opponent {opponent!r} (random, greedy, mcts:N)")
+        rollouts = opponent.removeprefix("mcts:")
+        _require(opponent in ("random", "greedy")
+                 or (opponent.startswith("mcts:") and rollouts.isdigit() and int(rollouts) > 0),
+                 "eval.opponents", f"unknown opponent {opponent!r} (random, greedy, mcts:N "
+                 "with N >= 1)")
     _require(config.checkpoint.every_iterations >= 1, "checkpoint.every_iterations", ">= 1")
     _require(config.checkpoint.keep >= 1, "checkpoint.keep", "must be >= 1")
     _require(config.budget.max_iterations >= 0 and config.budget.max_wall_s >= 0, "budget",

@@ -19,7 +19,7 @@ import numpy as np
 from jax.sharding import PartitionSpec
 from numpy.typing import ArrayLike
 
-from azjax.baselines import Player, _derive_key
+from azjax.baselines import Player, _derive_key, _hash_choice, _seeds
 from azjax.parallel import AXIS, make_mesh
 from envs.core import Env
 
@@ -94,6 +94,8 @@ def run_arena(
     first_game: int | jax.Array = 0,
     total_games: int | None = None,
     player_key: jax.Array | None = None,
+    opening_plies: int = 0,
+    opening_seed: jax.Array | None = None,
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
     """Plays B = num_games games of A against B in lockstep: a pure, traceable function.
 
@@ -107,6 +109,11 @@ def run_arena(
     a split arena together hold the whole arena's games. player_key: the root of the players'
     keys (default `key`).
 
+    opening_plies (static): the first plies of every game are uniformly random legal moves, the
+    same in the two games of a pair (i and i + ceil(total / 2), colours swapped), drawn from
+    uint32 `opening_seed` (default: derived from `key`). Without them two deterministic players
+    (greedy search) replay one game per colour however many are asked for.
+
     Returns:
       (A's total reward per game float32 [B], illegal moves by A int32 [], by B int32 []);
       `ArenaResult.from_outcomes` turns them into counts.
@@ -118,6 +125,11 @@ def run_arena(
     states = jax.vmap(env.init)(jax.vmap(_derive_key, (None, 0))(key, game_ids))
     a_id = jnp.where(game_ids < (total + 1) // 2, 0, 1).astype(jnp.int32)
     no_moves = jnp.zeros(num_games, jnp.int32)
+    # Paired openings: game i and game i + ceil(total / 2), where the colours are swapped,
+    # draw the same random moves: (seed, pair, ply) picks each one.
+    if opening_seed is None:
+        opening_seed = _seeds(_derive_key(key, jnp.uint32(0xFFFFFFFE)), 1)[0]
+    pair_counters = (game_ids % max((total + 1) // 2, 1)).astype(jnp.uint32) * jnp.uint32(4099)
 
     def live(states):
         return ~(states.terminated | states.truncated)
@@ -132,18 +144,23 @@ def run_arena(
         key_b = _derive_key(player_key, total + 2 * t + 1)
         a_turn = live(states) & (states.current_player == a_id)
         b_turn = live(states) & (states.current_player != a_id)
+        in_opening = t < opening_plies  # the games run in lockstep: the same for all
         # Call a player only when some game needs it (e.g. not at all once its games end).
         act_a = jax.lax.cond(
-            jnp.any(a_turn),
+            jnp.any(a_turn) & ~in_opening,
             lambda: player_a(key_a, states).astype(jnp.int32),
             lambda: no_moves,
         )
         act_b = jax.lax.cond(
-            jnp.any(b_turn),
+            jnp.any(b_turn) & ~in_opening,
             lambda: player_b(key_b, states).astype(jnp.int32),
             lambda: no_moves,
         )
         action = jnp.where(a_turn, act_a, act_b)
+        if opening_plies:
+            opening = jax.vmap(_hash_choice, in_axes=(None, 0, 0))(
+                opening_seed, pair_counters + t.astype(jnp.uint32), states.legal_action_mask)
+            action = jnp.where(in_opening, opening, action)
         safe = jnp.clip(action, 0, env.num_actions - 1)
         legal = (action == safe) & jnp.take_along_axis(
             states.legal_action_mask, safe[:, None], axis=1
@@ -160,12 +177,17 @@ def run_arena(
     return a_returns, bad_a, bad_b
 
 
-_run_arena_jit = jax.jit(run_arena, static_argnames=("env", "player_a", "player_b", "num_games"))
+# Random plies opening the paired games of an arena between two deterministic players (greedy
+# search against greedy search): enough for many distinct games, too few to decide them.
+PAIRED_OPENING_PLIES = 2
+
+_run_arena_jit = jax.jit(run_arena, static_argnames=("env", "player_a", "player_b", "num_games",
+                                                     "opening_plies"))
 
 
 @functools.cache
 def _split_arena_jit(env: Env, player_a: Player, player_b: Player, num_games: int,
-                     devices: tuple) -> Callable:
+                     devices: tuple, opening_plies: int = 0) -> Callable:
     """`run_arena` with its games split into D contiguous blocks, one per device.
 
     Device d plays games ``[d B/D, (d+1) B/D)``: the same starts and colours as on one device,
@@ -180,7 +202,8 @@ def _split_arena_jit(env: Env, player_a: Player, player_b: Player, num_games: in
         returns, bad_a, bad_b = run_arena(
             key, env=env, player_a=player_a, player_b=player_b, num_games=per_device,
             max_steps=max_steps, first_game=device * per_device, total_games=num_games,
-            player_key=_derive_key(key, jnp.uint32(0xFFFFFFFF) - device.astype(jnp.uint32)))
+            player_key=_derive_key(key, jnp.uint32(0xFFFFFFFF) - device.astype(jnp.uint32)),
+            opening_plies=opening_plies)
         return returns, bad_a[None], bad_b[None]
 
     split = jax.shard_map(block, mesh=make_mesh(list(devices)),
@@ -201,12 +224,16 @@ def play_arena(
     num_games: int,
     max_steps: int | None = None,
     devices: list | None = None,
+    opening_plies: int = 0,
 ) -> ArenaResult:
     """Plays `num_games` games of A against B in lockstep and counts A's results.
 
     A moves first in the first ``ceil(num_games / 2)`` games and second in the rest. Each ply
     calls each player on the whole batch (when any live game has it to move) and keeps the
     action of the player to move in each game; finished games stay finished.
+
+    opening_plies: random paired opening plies (`run_arena`); use them when both players are
+    deterministic.
 
     devices: where to play (default: this process's devices). With D > 1 devices and
     `num_games` a multiple of D, each device plays a block of B / D games (`_split_arena_jit`):
@@ -222,8 +249,8 @@ def play_arena(
         max_steps = getattr(env, "max_game_length", 0) or 10_000
     devices = tuple(jax.local_devices() if devices is None else devices)
     if len(devices) > 1 and num_games % len(devices) == 0:
-        outcomes = _split_arena_jit(env, player_a, player_b, num_games, devices)(
-            key, jnp.int32(max_steps))
+        outcomes = _split_arena_jit(env, player_a, player_b, num_games, devices,
+                                    opening_plies)(key, jnp.int32(max_steps))
     else:
         outcomes = _run_arena_jit(
             key,
@@ -232,5 +259,6 @@ def play_arena(
             player_b=player_b,
             num_games=num_games,
             max_steps=jnp.int32(max_steps),
+            opening_plies=opening_plies,
         )
     return ArenaResult.from_outcomes(*outcomes)

@@ -16,9 +16,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from azjax import baselines
-from azjax.config import ExperimentConfig
-from azjax.evaluate import ArenaResult, elo_difference, run_arena
-from azjax.oracle import OracleSet, load_oracle
+from azjax.config import ConfigError, ExperimentConfig
+from azjax.evaluate import PAIRED_OPENING_PLIES, ArenaResult, elo_difference, run_arena
+from azjax.oracle import OracleSet, has_oracle, load_oracle
 from azjax.search import masked_logits
 from envs.core import Env
 
@@ -106,6 +106,11 @@ class Evaluator:
         self._compiled: dict[str, Any] = {}
         self._pending = None
         self.oracle_sets: dict[str, OracleSet] = {}
+        if config.eval.oracle and config.eval.oracle_dir and has_oracle(env) \
+                and not Path(config.eval.oracle_dir).is_dir():
+            # Checked now: the oracle itself loads in the background, first read at the first
+            # evaluation, and a typo should not cost the iterations before it.
+            raise ConfigError(f"eval.oracle_dir: no directory {config.eval.oracle_dir}")
         if params_example is None:
             self.oracle_sets = self._load_oracle_sets()
         else:  # load the oracle and compile in the background while training starts
@@ -121,7 +126,7 @@ class Evaluator:
         """The game's oracle: `eval.oracle_dir`, else azjax's own (tic-tac-toe) or the
         default oracle folder (`$AZJAX_ORACLES` or ../shared/oracles); none for other games."""
         cfg = self.config.eval
-        if not cfg.oracle or self.env.name not in ("tic_tac_toe", "connect_four"):
+        if not cfg.oracle or not has_oracle(self.env):
             return {}
         try:
             return load_oracle(self.env, cfg.oracle_dir or None)
@@ -190,13 +195,14 @@ class Evaluator:
         return results
 
     def _gate_impl(self, params, best_params, key):
-        """AlphaGo Zero's gate: greedy search with `params` against `best_params`."""
+        """AlphaGo Zero's gate: greedy search with `params` against `best_params`, from paired
+        random openings (two greedy searches would otherwise replay two games)."""
         returns, _, _ = run_arena(
             key, env=self.env,
             player_a=search_player(self.search_fn, params, self.num_simulations),
             player_b=search_player(self.search_fn, best_params, self.num_simulations),
             num_games=self.config.eval.gating_games,
-            max_steps=self.env.max_game_length or 10_000)
+            max_steps=self.env.max_game_length or 10_000, opening_plies=PAIRED_OPENING_PLIES)
         return returns
 
     def gate(self, params, best_params, key) -> tuple[bool, float]:
@@ -314,13 +320,15 @@ def measure_agent(agent: Any, *, against: list[str], oracle: str | None, games: 
     me = search_player(agent._search_fn, params, sims)
     for name in against or (["random", "greedy"] if oracle is None else []):
         if name in ("random", "greedy") or name.startswith("mcts:"):
-            opponent = make_opponent(env, name)
+            opponent, opening_plies = make_opponent(env, name), 0
         else:
             other = Agent.load(name)
             if other.env.name != env.name:
                 raise ValueError(f"{name} plays {other.env.name}, not {env.name}")
             opponent = search_player(other._search_fn, other.params, other.num_simulations)
-        result = play_arena(env, me, opponent, key=key, num_games=games)
+            opening_plies = PAIRED_OPENING_PLIES  # two greedy searches: vary the games
+        result = play_arena(env, me, opponent, key=key, num_games=games,
+                            opening_plies=opening_plies)
         metrics.update({f"eval/vs_{name}/wins": result.wins, f"eval/vs_{name}/draws": result.draws,
                         f"eval/vs_{name}/losses": result.losses,
                         f"eval/vs_{name}/score": result.score})

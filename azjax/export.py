@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -25,13 +26,14 @@ def export_model(run_dir: str | Path, snapshot: str | None, to: str | Path, *,
     under the training run's `eval/...` keys; they replace the snapshot's training-time
     figures in the card, which stay in model.json as `training_eval`.
     """
-    run_dir = Path(run_dir)
+    run_dir, to = Path(run_dir), Path(to)
     if snapshot is None:
         source = resolve_model_dir(run_dir)
     else:
         source = run_dir / "snapshots" / str(snapshot)
         if not (source / "model.json").is_file():
             raise CheckpointError(f"no snapshot {snapshot} in {run_dir / 'snapshots'}")
+    _check_target(run_dir, to)
     params, config, meta = load_model(source)
     end = [r for r in _read_jsonl(run_dir / "metrics.jsonl") if r.get("event") == "end"]
     extra = {
@@ -46,13 +48,29 @@ def export_model(run_dir: str | Path, snapshot: str | None, to: str | Path, *,
         "source": str(source),
         "time_to_perfect_s": end[-1].get("time_to_perfect_s") if end else None,
     }
-    out = save_model(to, params, config, extra)
     if evaluate is not None:
+        # Measured from a staging copy: `to` (e.g. a shipped model) is replaced only once the
+        # evaluation has succeeded.
+        staging = save_model(to.with_name(to.name + ".staging"), params, config, extra)
+        try:
+            metrics = evaluate(staging)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
         extra["training_eval"] = extra.pop("eval", None)
-        extra["eval"] = {"eval/measured_at": "export", **evaluate(out)}
-        out = save_model(to, params, config, extra)
+        extra["eval"] = {"eval/measured_at": "export", **metrics}
+    out = save_model(to, params, config, extra)
     (out / "MODEL_CARD.md").write_text(_card(config, extra))
     return out
+
+
+def _check_target(run_dir: Path, to: Path) -> None:
+    """Refuses a target that would overwrite anything but an earlier model export."""
+    run, target = run_dir.resolve(), to.resolve()
+    if target == run or run in target.parents or target in run.parents:
+        raise CheckpointError(f"--to {to} overlaps the run dir {run_dir}; export elsewhere")
+    if target.exists() and not (target / "model.json").is_file():
+        raise CheckpointError(f"--to {to} exists and is not a model directory (no model.json); "
+                              "refusing to replace it")
 
 
 def _read_jsonl(path: Path) -> list[dict]:

@@ -33,9 +33,9 @@ import jax.numpy as jnp
 import numpy as np
 
 import envs
-from azjax.baselines import _derive_key, _hash_choice, _seeds
+from azjax.baselines import _derive_key, _seeds
 from azjax.checkpoint import CheckpointError, load_model
-from azjax.evaluate import ArenaResult, run_arena
+from azjax.evaluate import PAIRED_OPENING_PLIES, ArenaResult, run_arena
 from azjax.evaluation import make_opponent, search_player
 from azjax.metrics import read_metrics
 from azjax.network import make_network
@@ -231,26 +231,6 @@ def _snapshot_dirs(run_dir: Path, max_snapshots: int) -> list[Path]:
     return [found[i] for i in picks]
 
 
-def _with_opening(player, seed: jax.Array, plies: int):
-    """`player`, except for the first `plies` plies of each game: a uniformly random legal
-    move, drawn from (seed, game i mod B/2, ply), so games i and i + B/2 open alike."""
-    if plies == 0:
-        return player
-
-    def act(key, states):
-        batch = states.legal_action_mask.shape[0]
-        pair = (jnp.arange(batch) % max(batch // 2, 1)).astype(jnp.uint32)
-        counters = pair * jnp.uint32(4099) + states.step_count.astype(jnp.uint32)
-        random_moves = jax.vmap(_hash_choice, in_axes=(None, 0, 0))(
-            seed, counters, states.legal_action_mask)
-        in_opening = states.step_count < plies
-        moves = jax.lax.cond(jnp.all(in_opening), lambda: random_moves,  # skip the search
-                             lambda: player(key, states).astype(jnp.int32))
-        return jnp.where(in_opening, random_moves, moves)
-
-    return act
-
-
 def _ladder_arena(env, search_fn, num_simulations: int, opponents: list, *, num_games: int,
                   opening_plies: int):
     """The one compiled arena of a ladder: ``(params_a, which_a, params_b, which_b, key) ->
@@ -273,12 +253,11 @@ def _ladder_arena(env, search_fn, num_simulations: int, opponents: list, *, num_
         return act
 
     def arena(params_a, which_a, params_b, which_b, key):
-        seed = _seeds(_derive_key(key, jnp.uint32(0)), 1)[0]
         return run_arena(
-            _derive_key(key, jnp.uint32(1)), env=env,
-            player_a=_with_opening(player(params_a, which_a), seed, opening_plies),
-            player_b=_with_opening(player(params_b, which_b), seed, opening_plies),
-            num_games=num_games, max_steps=max_steps)
+            _derive_key(key, jnp.uint32(1)), env=env, player_a=player(params_a, which_a),
+            player_b=player(params_b, which_b), num_games=num_games, max_steps=max_steps,
+            opening_plies=opening_plies,
+            opening_seed=_seeds(_derive_key(key, jnp.uint32(0)), 1)[0])
 
     return jax.jit(arena)
 
@@ -291,7 +270,7 @@ def run_ladder(
     simulations: int | None = None,
     baselines: Iterable[str] = ("random", "greedy"),
     max_snapshots: int = 8,
-    opening_plies: int = 2,
+    opening_plies: int = PAIRED_OPENING_PLIES,
     progress: Callable[[str], None] | None = None,
 ) -> LadderResult:
     """Rates a run's snapshots and the baselines (random = 0); writes ladder.json, ladder.png.

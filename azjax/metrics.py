@@ -60,11 +60,12 @@ class MetricsLogger:
         self._writer = None
         if not enabled:
             return
-        if resume_iteration is not None:
-            # Drop records from work after the restored checkpoint: it is redone.
-            kept = [r for r in read_metrics(self.path)
-                    if r.get("iteration", 0) <= resume_iteration]
-            self.path.write_text("".join(json.dumps(r) + "\n" for r in kept))
+        # A fresh run starts a fresh file (`run.open_run` has checked there is nothing to keep);
+        # a resumed one drops the records of work after the restored checkpoint: it is redone.
+        kept = [] if resume_iteration is None else [
+            r for r in read_metrics(self.path) if r.get("iteration", 0) <= resume_iteration]
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.path.write_text("".join(json.dumps(r) + "\n" for r in kept))
         from tensorboardX import SummaryWriter
 
         self._writer = SummaryWriter(str(self.run_dir / "tensorboard"))

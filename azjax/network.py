@@ -130,7 +130,8 @@ class PolicyValueNet(nn.Module):
 
 
 def make_network(config: NetworkConfig, num_actions: int) -> tuple[PolicyValueNet, ApplyFn]:
-    """The module and its apply function `apply(variables, obs, *, train=False)`."""
+    """The module and its apply function `apply(variables, obs float32 [B, *obs], *,
+    train=False) -> (logits float32 [B, A], value float32 [B])`."""
     module = PolicyValueNet(config, num_actions)
 
     def apply(variables, obs: jax.Array, *, train: bool = False):

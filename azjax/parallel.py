@@ -1,13 +1,16 @@
 """Data parallelism over devices and hosts with JAX's own runtime (no scheduler, queue or RPC).
 
-One mesh axis, `batch`, spans every device of every process. The jitted self-play and update
-steps are the same global programs as on one device, given `NamedSharding`s: games, their step
-records and the replay buffer's capacity axis are split on `batch`; parameters, optimizer state
-and scalars are replicated. XLA's partitioner (GSPMD) then runs each device's share of the games
-and of the training batch, and all-reduces the gradients of the global mean loss, so N devices
-compute what one device computes (to float rounding) and checkpoints move between device
-counts. Multi-host: `initialize_distributed` (`jax.distributed`) before anything touches JAX;
-every process runs the same host loop on its own devices' shards.
+One mesh axis, `batch`, spans every device of every process. Games, their step records and
+the replay buffer's capacity axis are split on `batch`; parameters, optimizer state and scalars
+are replicated. Self-play runs as one games-per-device program under `jax.shard_map`
+(`Learner`): each device searches its own games, with no communication. The update step is
+the one-device program given `NamedSharding`s: XLA's partitioner (GSPMD) runs each device's
+share of the training batch and all-reduces the gradients of the global mean loss.
+Checkpoints move between device counts. The games depend on the device count (device d draws
+from `fold_in(key, d)`) unless `selfplay.per_game_randomness` is on, when D devices play
+exactly the games one device plays (to float rounding in the updates). Multi-host:
+`initialize_distributed` (`jax.distributed`) before anything touches JAX; every process runs
+the same host loop on its own devices' shards.
 
 Shape legend as in `azjax.types`; D = devices in the mesh.
 """

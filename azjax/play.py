@@ -13,7 +13,6 @@ appears later is picked up at the next start, with no code change.
 from __future__ import annotations
 
 import dataclasses
-import functools
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +24,7 @@ import envs
 from azjax.agent import MODELS_DIR, Agent
 from azjax.config import ExperimentConfig, NetworkConfig, SearchConfig
 from azjax.network import init_network
-from envs.core import Env
+from envs.core import Env, jitted_step
 
 __all__ = [
     "UNTRAINED_NETWORK",
@@ -38,7 +37,6 @@ __all__ = [
     "is_done",
     "load_play_agent",
     "parse_human_move",
-    "step_fn",
     "top_moves",
     "untrained_agent",
     "winner_of",
@@ -83,12 +81,6 @@ def model_label(agent: Agent) -> str:
     where = "the shipped model" if agent.source and agent.source.parent == MODELS_DIR else \
         str(agent.source)
     return where + (f" (iteration {iteration})" if iteration is not None else "")
-
-
-@functools.cache
-def step_fn(env: Env):
-    """The env's jitted single-game `step(state, action)`, compiled once per env."""
-    return jax.jit(env.step)
 
 
 def batch_of_one(state: Any) -> Any:
@@ -156,7 +148,7 @@ def ai_turn(agent: Agent, state: Any, key: jax.Array, *, num_simulations: int) -
     if is_done(state):
         raise ValueError("the game is over: the AI has no move to make")
     mover = int(state.current_player)
-    step = step_fn(agent.env)
+    step = jitted_step(agent.env)
     actions: list[int] = []
     first = None
     while not is_done(state) and int(state.current_player) == mover:

@@ -35,7 +35,7 @@ from tqdm.auto import tqdm
 import envs
 from azjax.checkpoint import CheckpointError, RunCheckpointer, save_model
 from azjax.config import ConfigError, ExperimentConfig, config_from_saved, config_to_dict
-from azjax.metrics import MetricsLogger, plot_curves
+from azjax.metrics import MetricsLogger, plot_curves, read_metrics
 from azjax.parallel import local_copy, make_mesh, mesh_description
 from azjax.train import Learner, RunState
 
@@ -91,6 +91,19 @@ def _resumed_config(saved: ExperimentConfig, requested: ExperimentConfig) -> Exp
                                checkpoint=requested.checkpoint, eval=evaluation)
 
 
+def _check_nothing_to_lose(run_dir: Path) -> None:
+    """A run dir without a checkpoint starts afresh, unless an earlier run got far enough to
+    log iterations or save snapshots (killed before its first checkpoint): mixing a new run
+    into its metrics and snapshots would corrupt both, so it is refused."""
+    logged = any(r.get("iteration", 0) >= 1 for r in read_metrics(run_dir / "metrics.jsonl"))
+    snapshots = run_dir / "snapshots"
+    if logged or (snapshots.is_dir() and any(snapshots.iterdir())):
+        raise CheckpointError(
+            f"{run_dir} holds a run that stopped before its first checkpoint "
+            f"(metrics.jsonl or snapshots/, but nothing in checkpoints/ to resume from); "
+            f"delete {run_dir} to start again, or choose another --run-dir")
+
+
 def open_run(run_dir: Path, requested: ExperimentConfig):
     """Checks a run dir before anything is written. Returns (config, resume meta or None).
 
@@ -99,10 +112,12 @@ def open_run(run_dir: Path, requested: ExperimentConfig):
     """
     checkpoint_dir = run_dir / "checkpoints"
     if not checkpoint_dir.is_dir() or not any(p.name.isdigit() for p in checkpoint_dir.iterdir()):
+        _check_nothing_to_lose(run_dir)
         return requested, None
     reader = RunCheckpointer(run_dir, read_only=True)
     latest = reader.latest_iteration()
     if latest is None:
+        _check_nothing_to_lose(run_dir)
         return requested, None
     meta = reader.restore_meta(latest)
     reader.close()
@@ -253,12 +268,12 @@ def train(config: ExperimentConfig, run_dir: str | Path, *, show_progress: bool 
                bar_format=wall_format if by_wall else None)
     plotter = _BackgroundPlotter()
     last_record: dict[str, Any] = {}
-    perfect = False
+    stop_early = False  # the perfect-play bar met with budget.stop_when_perfect
+    budget_spent = not _agreed(_budget_left(config, iteration, wall_s()))
     stop = _StopRequests()
     try:
         stop.install()
-        while _agreed(_budget_left(config, iteration, wall_s())
-                      and stop.signal_name is None) and not perfect:
+        while not (budget_spent or stop_early or _agreed(stop.signal_name is not None)):
             step_start = time.perf_counter()
             new_state, metrics = learner.iteration(state, jax.random.fold_in(train_key, iteration))
             if not math.isfinite(float(metrics.get("loss", 0.0))):
@@ -276,8 +291,10 @@ def train(config: ExperimentConfig, run_dir: str | Path, *, show_progress: bool 
                           float(metrics["selfplay/first_player_wins"]) / finished,
                       "selfplay/draw_rate": float(metrics["selfplay/draws"]) / finished,
                       **{k: float(v) for k, v in metrics.items()}}
-            if iteration % config.eval.every_iterations == 0 or not _agreed(_budget_left(
-                    config, iteration, wall_s())):
+            # Decided once: the iteration that spends the budget is evaluated and snapshotted,
+            # and it is the last one, however long its checkpoint takes to write.
+            budget_spent = not _agreed(_budget_left(config, iteration, wall_s()))
+            if iteration % config.eval.every_iterations == 0 or budget_spent:
                 if untrained is not None:
                     baseline = evaluator.evaluate(untrained, jax.random.fold_in(eval_key, 0))
                     baseline = {k.replace("eval/", "untrained/", 1): v
@@ -300,6 +317,7 @@ def train(config: ExperimentConfig, run_dir: str | Path, *, show_progress: bool 
                 record.update(eval_metrics)
                 record["wall_s"] = wall_s()
                 perfect = bool(eval_metrics.get("eval/perfect", False))
+                stop_early = perfect and config.budget.stop_when_perfect
                 if perfect and time_to_perfect is None:
                     time_to_perfect = record["wall_s"]
                     record["time_to_perfect_s"] = time_to_perfect

@@ -64,7 +64,11 @@ def make_root_fn(env: Env, apply_fn: ApplyFn):
 
 
 def make_recurrent_fn(env: Env, apply_fn: ApplyFn):
-    """mctx recurrent_fn stepping the real env; see the module docstring for the sign rules."""
+    """mctx recurrent_fn stepping the real env; see the module docstring for the sign rules.
+
+    `recurrent_fn(variables, key, action int32 [B], states [B])` -> (RecurrentFnOutput with
+    reward, discount and value float32 [B] and prior_logits float32 [B, A], next states [B]).
+    """
 
     def recurrent_fn(variables: Any, key: chex.PRNGKey, action: jax.Array, states: Any):
         del key
@@ -109,7 +113,7 @@ def make_search(env: Env, apply_fn: ApplyFn, config: SearchConfig):
 
     def search(variables: Any, key: chex.PRNGKey, states: Any, *,
                num_simulations: int | None = None, noise: bool = True) -> SearchOutput:
-        simulations = num_simulations or config.num_simulations
+        simulations = config.num_simulations if num_simulations is None else num_simulations
         root = root_fn(variables, states)
         invalid = ~states.legal_action_mask
         if config.algorithm == "gumbel":

@@ -98,7 +98,8 @@ def _empty_records(env: Env, length: int, batch: int) -> StepRecord:
 
 
 def init_selfplay(env: Env, config: SelfPlayConfig, key: chex.PRNGKey) -> SelfPlayState:
-    """B fresh games and an empty record of the previous chunk."""
+    """B = config.batch_size fresh games (states [B]) and an empty record of the previous
+    chunk ([T, B] per field)."""
     chunk, _ = resolve_lengths(env, config)
     k_init, k_open = jax.random.split(key)
     games = jax.vmap(env.init)(jax.random.split(k_init, config.batch_size))

@@ -26,7 +26,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from azjax.agent import Agent
-from azjax.play import ai_turn, is_done, load_play_agent, model_label, step_fn, winner_of
+from azjax.play import ai_turn, is_done, load_play_agent, model_label, winner_of
+from envs.core import jitted_step
 
 __all__ = ["GAMES", "SIMULATIONS", "ApiError", "GameService", "create_app", "run_server"]
 
@@ -66,7 +67,7 @@ def replay(env, moves: list[int]) -> tuple[Any, int | None]:
             raise ApiError(422, f"illegal move list: move {index} ({action}) is not among the "
                                 f"legal actions {legal}")
         last_mover = int(state.current_player)
-        state = step_fn(env)(state, jnp.int32(action))
+        state = jitted_step(env)(state, jnp.int32(action))
     return state, last_mover
 
 

@@ -23,9 +23,9 @@ from azjax.play import (
     is_done,
     model_label,
     parse_human_move,
-    step_fn,
     winner_of,
 )
+from envs.core import jitted_step
 
 __all__ = ["HINTS", "parse_start", "play_terminal"]
 
@@ -63,7 +63,7 @@ def parse_start(env, text: str):
         except ValueError as error:
             raise ValueError(f"--moves: turn {index + 1} ({move!r}): {error}") from None
         for action in actions:
-            state = step_fn(env)(state, jnp.int32(action))
+            state = jitted_step(env)(state, jnp.int32(action))
     return state
 
 
@@ -112,7 +112,7 @@ def _one_game(agent: Agent, *, human: int, simulations: int, start: str, key: ja
             continue
         write(f"You play {format_actions(env, actions)}")
         for action in actions:
-            state = step_fn(env)(state, jnp.int32(action))
+            state = jitted_step(env)(state, jnp.int32(action))
         ply += 1
     write("")
     write(env.render(state))

@@ -310,7 +310,8 @@ class Learner:
     # ---- one iteration (host loop over compiled calls) -------------------------------------
 
     def iteration(self, run: RunState, key: chex.PRNGKey) -> tuple[RunState, dict[str, Any]]:
-        """Self-play chunk + replay add + K updates. Returns the new state and mean metrics."""
+        """Self-play chunk + replay add + K updates. Returns the new state and the metrics
+        (host floats: losses averaged over the K updates, self-play counts of the chunk)."""
         cfg = self.config
         k_play, k_train = jax.random.split(key)
         window = replay_lib.window_size(cfg.replay, run.iteration)

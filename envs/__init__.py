@@ -1,7 +1,7 @@
 """Pure-functional two-player board games for azjax (jit- and vmap-able)."""
 
 from envs.conformance import check_env
-from envs.core import Env, GameState, play_moves
+from envs.core import Env, GameState, jitted_step, play_moves
 from envs.pgx_adapter import from_pgx
 from envs.registry import available, make, register
 
@@ -11,6 +11,7 @@ __all__ = [
     "available",
     "check_env",
     "from_pgx",
+    "jitted_step",
     "make",
     "play_moves",
     "register",

@@ -15,13 +15,14 @@ Shared semantics (written once here, in `Env.step`):
 from __future__ import annotations
 
 import abc
+import functools
 from typing import Any, ClassVar, Protocol
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["Env", "GameState", "play_moves", "status_line", "tree_select"]
+__all__ = ["Env", "GameState", "jitted_step", "play_moves", "status_line", "tree_select"]
 
 
 class GameState(Protocol):
@@ -132,14 +133,11 @@ def status_line(state: GameState, winner: int | None, names: tuple[str, str]) ->
     return f"{names[int(state.current_player)]} to move."
 
 
-_step_cache: dict[int, Any] = {}
-
-
-def _jitted_step(env: Env):
-    key = id(env)
-    if key not in _step_cache:
-        _step_cache[key] = (env, jax.jit(env.step))
-    return _step_cache[key][1]
+@functools.cache
+def jitted_step(env: Env):
+    """The env's single-game `step(state, action)`, jitted once per env (for host loops that
+    play one game move by move: replays, play, serving)."""
+    return jax.jit(env.step)
 
 
 def play_moves(env: Env, actions) -> GameState:
@@ -149,7 +147,7 @@ def play_moves(env: Env, actions) -> GameState:
       ValueError: naming the move index, the move and the legal moves, when a move is illegal
         or the game is already over.
     """
-    step = _jitted_step(env)
+    step = jitted_step(env)
     state = env.init(jax.random.PRNGKey(0))
     for index, action in enumerate(actions):
         action = int(action)

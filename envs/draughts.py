@@ -46,7 +46,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from envs.core import Env, status_line
+from envs.core import Env, jitted_step, status_line
 
 __all__ = ["Draughts", "State", "action_to_openspiel", "openspiel_to_action"]
 
@@ -436,7 +436,7 @@ class Draughts(Env):
         successive action ids (from a state mid-capture: the rest of the capture)."""
         if bool(state.terminated | state.truncated):
             return {}
-        step = _jitted(self, "step")
+        step = jitted_step(self)
         moves: dict[str, list[int]] = {}
         pending = [(state, [])]
         while pending:

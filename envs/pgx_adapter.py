@@ -32,6 +32,10 @@ class PgxState:
     inner: Any  # the pgx State
 
 
+# Two-player pgx games that AlphaZero's deterministic, perfect-information search cannot play.
+_CHANCE_OR_HIDDEN = frozenset({"backgammon", "kuhn_poker", "leduc_holdem"})
+
+
 class PgxEnv(Env):
     """A pgx environment behind azjax's Env contract (see the module docstring)."""
 
@@ -41,6 +45,9 @@ class PgxEnv(Env):
         if pgx_env.num_players != 2:
             raise ValueError(f"azjax plays two-player games; pgx {pgx_env.id!r} has "
                              f"{pgx_env.num_players} players")
+        if pgx_env.id in _CHANCE_OR_HIDDEN:
+            raise ValueError(f"pgx {pgx_env.id!r} has chance or hidden information; azjax's "
+                             "search assumes deterministic, perfect-information games")
         self.pgx_env = pgx_env
         self.name = f"pgx:{pgx_env.id}"
         self.num_actions = int(pgx_env.num_actions)
@@ -72,7 +79,7 @@ class PgxEnv(Env):
         return self._wrap(inner, state.first_mover, state.step_count)
 
     def observe(self, state: PgxState) -> jax.Array:
-        obs = self.pgx_env.observe(state.inner, state.inner.current_player)
+        obs = self.pgx_env.observe(state.inner)  # the player to move's view
         return obs.astype(jnp.float32)
 
     def symmetries(self, obs: jax.Array, policy: jax.Array) -> tuple[jax.Array, jax.Array]:

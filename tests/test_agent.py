@@ -44,6 +44,10 @@ def test_act_search_evaluate_shapes_and_legality(agent):
             assert np.asarray(states.legal_action_mask)[np.arange(4), moves].all()
     raw = np.asarray(agent.act(jax.random.PRNGKey(2), states, num_simulations=0))
     np.testing.assert_array_equal(raw, np.argmax(np.asarray(policy), -1))
+    # A search of zero simulations is an error, not a quiet fall-back to the default.
+    for search in (agent.search, agent.search_output):
+        with pytest.raises(ValueError, match="num_simulations must be >= 1 for a search, got 0"):
+            search(jax.random.PRNGKey(0), states, num_simulations=0)
 
 
 def test_greedy_search_equals_argmax_of_its_policy_and_is_deterministic(agent):
@@ -103,6 +107,28 @@ def test_cli_export_measures_the_model_for_its_card(tiny_run, tmp_path):
     assert again["eval/oracle/raw_error"] == card["eval/oracle/raw_error"]
     text = (tmp_path / "model" / "MODEL_CARD.md").read_text()
     assert "measured at export" in text and "8 simulations by default" in text
+
+
+def test_cli_export_replaces_nothing_but_an_earlier_export(tiny_run, tmp_path):
+    run_dir, _ = tiny_run
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "keep.txt").write_text("mine")
+    out = RUNNER.invoke(app, ["export", str(run_dir), "2", "--to", str(notes)])
+    assert out.exit_code == 2 and "not a model directory" in out.output
+    assert (notes / "keep.txt").read_text() == "mine"
+    out = RUNNER.invoke(app, ["export", str(run_dir), "2", "--to", str(run_dir / "model")])
+    assert out.exit_code == 2 and "overlaps the run dir" in out.output
+    assert not (run_dir / "model").exists()
+    # A failed measurement leaves the earlier export as it was.
+    model = tmp_path / "model"
+    assert RUNNER.invoke(app, ["export", str(run_dir), "2", "--to", str(model)]).exit_code == 0
+    before = (model / "model.json").read_text()
+    out = RUNNER.invoke(app, ["export", str(run_dir), "4", "--to", str(model), "--against",
+                              "mcts:lots", "--games", "2"])
+    assert out.exit_code == 2 and "mcts:lots" in out.output
+    assert (model / "model.json").read_text() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model", "notes"]
 
 
 def test_cli_errors_are_one_line(tmp_path):

@@ -40,6 +40,11 @@ def test_override_sets_nested_keys_with_yaml_types(tmp_path):
     ({"search": {"num_simulations": 0}}, "search.num_simulations: must be >= 1"),
     ({"train": {"learning_rate": -1}}, "train.learning_rate"),
     ({"eval": {"opponents": ["stockfish"]}}, "unknown opponent 'stockfish'"),
+    ({"eval": {"opponents": ["mcts:0"]}}, "unknown opponent 'mcts:0'"),
+    ({"eval": {"opponents": ["mcts:lots"]}}, "unknown opponent 'mcts:lots'"),
+    ({"eval": {"num_simulations": -1}}, "eval.num_simulations: must be >= 0"),
+    ({"network": {"value_hidden": 0}}, "network: policy_channels, value_channels"),
+    ({"network": {"kind": "resmlp", "width": 0}}, "network.width: must be positive"),
     ({"selfplay": {"full_search_prob": 0.25}}, "selfplay.fast_simulations: must be in"),
     ({"selfplay": {"full_search_prob": 0.0}}, "selfplay.full_search_prob: in (0, 1]"),
 ])

@@ -95,6 +95,27 @@ def test_finished_games_stay_finished():
     assert (result.wins, result.draws, result.losses, result.illegal_moves_a) == (0, 0, 8, 8)
 
 
+def test_paired_random_openings_vary_deterministic_games_and_swap_colours_per_pair():
+    """LOWEST against itself replays one game per colour; with 2 random opening plies the
+    games vary, and game i and i + B/2 are the same moves with the seats swapped, so A's
+    results are opposite."""
+    arena = jax.jit(run_arena, static_argnames=("env", "player_a", "player_b", "num_games",
+                                                "max_steps", "opening_plies"))
+    games = 64
+
+    def returns(plies):
+        out, bad_a, bad_b = arena(jax.random.PRNGKey(4), env=TTT, player_a=LOWEST,
+                                  player_b=LOWEST, num_games=games, max_steps=9,
+                                  opening_plies=plies)
+        assert int(bad_a) == int(bad_b) == 0
+        return np.asarray(out)
+
+    plain, opened = returns(0), returns(2)
+    assert len(set(plain[: games // 2])) == 1 and len(set(plain[games // 2:])) == 1
+    np.testing.assert_array_equal(opened[: games // 2], -opened[games // 2:])
+    assert len(set(opened)) == 3  # A wins, draws and loses from some openings
+
+
 def test_run_arena_inside_jit_with_traced_state():
     """The pure arena runs inside a caller's jit, players closing over traced values."""
 

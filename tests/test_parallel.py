@@ -98,6 +98,10 @@ _FOUR_DEVICE_SCRIPT = textwrap.dedent("""
         out[f"arena_{games}"] = [counts(play_arena(ttt, lowest, highest, key=arena_key,
                                                    num_games=games, devices=devices))
                                  for devices in (jax.devices()[:1], None)]
+    # Paired random openings follow the game's index, not its place on a device.
+    out["arena_openings"] = [counts(play_arena(ttt, lowest, lowest, key=arena_key, num_games=40,
+                                               devices=devices, opening_plies=2))
+                             for devices in (jax.devices()[:1], None)]
     rand = random_player(ttt)
     out["arena_random"] = counts(play_arena(ttt, rand, rand, key=arena_key, num_games=400))
     print("RESULT " + json.dumps(out))
@@ -169,6 +173,10 @@ def test_an_arena_splits_its_games_over_the_devices(four_devices):
     assert one[0] > 0 and one[2] > 0  # each player wins with one colour: both colours played
     one, four = four_devices["arena_6"]
     assert one == four and sum(one[:3]) == 6
+    # Paired openings too: the same 40 games on 4 devices as on one; a player against itself
+    # scores exactly half (each pair is one game from both seats).
+    one, four = four_devices["arena_openings"]
+    assert one == four and one[0] == one[2] and sum(one[:3]) == 40
     # Random against random over 400 split games: every game counted, colours balanced
     # (tic-tac-toe's first mover wins 58.5%, so an unbalanced split would show).
     wins, draws, losses, bad_a, bad_b = four_devices["arena_random"]

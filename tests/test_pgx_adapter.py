@@ -28,6 +28,15 @@ def test_player_zero_always_moves_first_and_rewards_follow_the_relabelling():
     np.testing.assert_array_equal(np.asarray(states.rewards), np.tile([1.0, -1.0], (32, 1)))
 
 
+def test_games_with_chance_or_more_players_are_refused_by_name():
+    import pytest
+
+    with pytest.raises(ValueError, match="'backgammon' has chance or hidden information"):
+        envs.from_pgx(pgx.make("backgammon"))
+    with pytest.raises(ValueError, match="two-player games; pgx '2048' has 1 players"):
+        envs.from_pgx(pgx.make("2048"))
+
+
 def test_pgx_othello_meets_the_contract():
     envs.check_env(envs.make("pgx:othello"), num_games=4)
 

@@ -144,6 +144,37 @@ def test_a_nan_loss_stops_with_a_clear_error_and_keeps_the_last_checkpoint(tmp_p
     assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["2"]
 
 
+def test_a_run_killed_before_its_first_checkpoint_is_not_mixed_into_a_new_one(tmp_path):
+    (tmp_path / "snapshots" / "2").mkdir(parents=True)
+    metrics = '{"event": "start", "iteration": 0}\n{"iteration": 1, "loss": 1.0}\n'
+    (tmp_path / "metrics.jsonl").write_text(metrics)
+    with pytest.raises(CheckpointError, match="stopped before its first checkpoint"):
+        train(CONFIG, tmp_path, show_progress=False)
+    assert (tmp_path / "metrics.jsonl").read_text() == metrics
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["metrics.jsonl", "snapshots"]
+
+
+@pytest.mark.parametrize("stop_when_perfect", [True, False])
+def test_the_perfect_play_bar_ends_the_run_only_when_asked(tmp_path, monkeypatch,
+                                                           stop_when_perfect):
+    """An evaluation meeting the bar records the time to perfect play either way; the run
+    stops there only with `budget.stop_when_perfect`."""
+    from azjax.evaluation import Evaluator
+
+    real_evaluate = Evaluator.evaluate
+    monkeypatch.setattr(Evaluator, "evaluate",
+                        lambda self, params, key: {**real_evaluate(self, params, key),
+                                                   "eval/perfect": True})
+    config = dataclasses.replace(CONFIG, budget=BudgetConfig(
+        max_iterations=4, stop_when_perfect=stop_when_perfect))
+    result = train(config, tmp_path, show_progress=False)
+    assert result.iterations == (2 if stop_when_perfect else 4)
+    assert result.time_to_perfect_s is not None
+    first = [r for r in map(json.loads, (tmp_path / "metrics.jsonl").read_text().splitlines())
+             if "time_to_perfect_s" in r and r.get("iteration") == 2]
+    assert first and first[0]["time_to_perfect_s"] == result.time_to_perfect_s
+
+
 # ---- through the CLI, in subprocesses -----------------------------------------------------------
 
 
@@ -186,6 +217,7 @@ def test_cli_reports_a_corrupt_checkpoint_and_changes_nothing(straight_run, tmp_
     out = _cli("train", str(config), "--run-dir", str(copy))
     assert out.returncode == 2, out.stderr
     assert out.stderr.startswith("error: checkpoint") and "corrupt" in out.stderr
+    assert "Older checkpoints: 2; to resume from 2, move" in out.stderr  # what to do about it
     assert len(out.stderr.strip().splitlines()) == 1
     assert _tree_digest(copy) == before
 

@@ -12,8 +12,8 @@ import pytest
 from play_server import AI_JUMP_LINE, HUMAN_JUMP_LINE
 
 import envs
-from azjax.play import step_fn
 from azjax.terminal import parse_start
+from envs.core import jitted_step
 
 
 def _actions(game: str, line: str) -> list[int]:
@@ -118,7 +118,7 @@ def _random_requests(count: int, seed: int = 0) -> list[dict]:
             for _ in range(rng.randrange(12)):
                 mover = int(state.current_player)
                 action = rng.choice(np.flatnonzero(np.asarray(state.legal_action_mask)).tolist())
-                state = step_fn(env)(state, jnp.int32(action))
+                state = jitted_step(env)(state, jnp.int32(action))
                 moves.append(action)
                 if bool(state.terminated):
                     break
