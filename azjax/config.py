@@ -44,6 +44,10 @@ class NetworkConfig:
     channels: int = 32  # resnet: channels of the stem and every block
     blocks: int = 4  # resnet, resmlp: residual blocks
     width: int = 512  # resmlp: width of the stem and every block
+    # resmlp: 3x3 conv layers (LayerNorm, ReLU; `stem_channels` each) over the board before
+    # the MLP, for local patterns the MLP would learn square by square; 0 = none
+    stem_layers: int = 0
+    stem_channels: int = 32
     hidden: tuple[int, ...] = (128, 128)  # mlp: hidden layer widths
     policy_channels: int = 2  # resnet policy head's 1x1 conv
     value_channels: int = 1  # resnet value head's 1x1 conv
@@ -310,6 +314,8 @@ def _validate(config: ExperimentConfig) -> None:
     net, search, play = config.network, config.search, config.selfplay
     _require(net.channels > 0 and net.blocks >= 0, "network", "channels > 0 and blocks >= 0")
     _require(net.width > 0, "network.width", "must be positive")
+    _require(net.stem_layers >= 0 and net.stem_channels > 0, "network",
+             "stem_layers >= 0 and stem_channels > 0")
     _require(min(net.policy_channels, net.value_channels, net.value_hidden) >= 1, "network",
              "policy_channels, value_channels and value_hidden must be >= 1")
     _require(search.gumbel_scale >= 0, "search.gumbel_scale", "must be >= 0")

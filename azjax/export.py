@@ -88,7 +88,9 @@ def _read_jsonl(path: Path) -> list[dict]:
 def _card(config, extra: dict) -> str:
     net = config.network
     shape = {"mlp": f"MLP {list(net.hidden)}",
-             "resmlp": f"residual MLP {net.blocks} blocks x {net.width} units",
+             "resmlp": f"residual MLP {net.blocks} blocks x {net.width} units" + (
+                 f" after {net.stem_layers} 3x3 conv layers x {net.stem_channels} channels"
+                 if net.stem_layers else ""),
              "resnet": f"ResNet {net.blocks} blocks x {net.channels} channels"}[net.kind]
     lines = [
         f"# azjax model: {config.game}",

@@ -38,6 +38,11 @@ class _ResidualBlock(nn.Module):
         return nn.relu(x + y)
 
 
+def _conv_norm_relu(channels: int, x: jax.Array) -> jax.Array:
+    """A 3x3 conv (no bias), LayerNorm over channels, ReLU: [B, H, W, C] -> [B, H, W, channels]."""
+    return nn.relu(nn.LayerNorm()(nn.Conv(channels, (3, 3), use_bias=False)(x)))
+
+
 def _head_features(channels: int, normalise: bool, x: jax.Array) -> jax.Array:
     """A head's 1x1 conv to 1-2 channels and its ReLU: [B, H, W, C] -> [B, H, W, channels].
 
@@ -59,8 +64,7 @@ class _ResNet(nn.Module):
     @nn.compact
     def __call__(self, obs: jax.Array) -> tuple[jax.Array, jax.Array]:
         cfg = self.config
-        x = nn.Conv(cfg.channels, (3, 3), use_bias=False)(obs)
-        x = nn.relu(nn.LayerNorm()(x))
+        x = _conv_norm_relu(cfg.channels, obs)
         for _ in range(cfg.blocks):
             x = _ResidualBlock(cfg.channels)(x)
         p = _head_features(cfg.policy_channels, cfg.head_norm, x)
@@ -103,7 +107,10 @@ class _ResidualMLP(nn.Module):
     @nn.compact
     def __call__(self, obs: jax.Array) -> tuple[jax.Array, jax.Array]:
         cfg = self.config
-        x = nn.Dense(cfg.width)(obs.reshape(obs.shape[0], -1))
+        x = obs
+        for _ in range(cfg.stem_layers):
+            x = _conv_norm_relu(cfg.stem_channels, x)
+        x = nn.Dense(cfg.width)(x.reshape(x.shape[0], -1))
         for _ in range(cfg.blocks):
             x = _ResidualMLPBlock(cfg.width)(x)
         x = nn.relu(nn.LayerNorm()(x))

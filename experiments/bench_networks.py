@@ -3,7 +3,8 @@
     python experiments/bench_networks.py [--game connect_four] [--nets resnet:32x4 resmlp:512x3]
                                          [--infer-batch 256] [--train-batch 512] [--rounds 5]
 
-A net is `resnet:CHANNELSxBLOCKS`, `resmlp:WIDTHxBLOCKS` or `mlp:W1-W2-...`. For each it prints
+A net is `resnet:CHANNELSxBLOCKS`, `resmlp:WIDTHxBLOCKS` (with a conv stem:
+`resmlp:WIDTHxBLOCKS+LAYERSxCHANNELS`) or `mlp:W1-W2-...`. For each it prints
 parameters, forward FLOPs per evaluation (XLA's cost analysis), network evaluations/s at the
 inference batch (what one search step asks for) and training samples/s at the train batch (one
 value-and-grad of the AlphaZero loss plus an Adam update, ~3x the forward FLOPs), each with the
@@ -30,9 +31,12 @@ def parse_net(spec: str) -> NetworkConfig:
     if kind == "resnet":
         channels, blocks = shape.split("x")
         return NetworkConfig(kind="resnet", channels=int(channels), blocks=int(blocks))
-    if kind == "resmlp":
-        width, blocks = shape.split("x")
-        return NetworkConfig(kind="resmlp", width=int(width), blocks=int(blocks))
+    if kind == "resmlp":  # WIDTHxBLOCKS, or WIDTHxBLOCKS+LAYERSxCHANNELS with a conv stem
+        mlp, _, stem = shape.partition("+")
+        width, blocks = mlp.split("x")
+        layers, channels = stem.split("x") if stem else (0, 32)
+        return NetworkConfig(kind="resmlp", width=int(width), blocks=int(blocks),
+                             stem_layers=int(layers), stem_channels=int(channels))
     if kind == "mlp":
         return NetworkConfig(kind="mlp", hidden=tuple(int(w) for w in shape.split("-")))
     raise SystemExit(f"--nets: cannot read {spec!r} (resnet:32x4, resmlp:512x3 or mlp:256-256)")

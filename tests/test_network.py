@@ -42,7 +42,8 @@ def test_flop_count_scales_with_batch():
 
 
 @pytest.mark.parametrize("config", [NetworkConfig(kind="resnet", channels=8, blocks=1),
-                                    NetworkConfig(kind="resmlp", width=32, blocks=1),
+                                    NetworkConfig(kind="resmlp", width=32, blocks=1,
+                                                  stem_layers=1, stem_channels=4),
                                     NetworkConfig(kind="mlp", hidden=(32, 32))],
                          ids=["resnet", "resmlp", "mlp"])
 def test_both_heads_can_fit_arbitrary_targets(config):
