@@ -327,6 +327,9 @@ def train(config: ExperimentConfig, run_dir: str | Path, *, show_progress: bool 
                                {"iteration": iteration, "wall_s": record["wall_s"],
                                 "positions": record["positions"], "eval": eval_metrics})
                     bar.write(evaluator.summary_line(iteration, record))
+                # An evaluation that ends past the budget ends the run: its iteration has
+                # just been evaluated and snapshotted.
+                budget_spent = not _agreed(_budget_left(config, iteration, wall_s()))
             logger.log(record)
             last_record = record
             if iteration % config.eval.every_iterations == 0 and is_main:
