@@ -125,11 +125,12 @@ def run_arena(
     states = jax.vmap(env.init)(jax.vmap(_derive_key, (None, 0))(key, game_ids))
     a_id = jnp.where(game_ids < (total + 1) // 2, 0, 1).astype(jnp.int32)
     no_moves = jnp.zeros(num_games, jnp.int32)
-    # Paired openings: game i and game i + ceil(total / 2), where the colours are swapped,
-    # draw the same random moves: (seed, pair, ply) picks each one.
-    if opening_seed is None:
-        opening_seed = _seeds(_derive_key(key, jnp.uint32(0xFFFFFFFE)), 1)[0]
-    pair_counters = (game_ids % max((total + 1) // 2, 1)).astype(jnp.uint32) * jnp.uint32(4099)
+    if opening_plies:
+        # Paired openings: game i and game i + ceil(total / 2), where the colours are swapped,
+        # draw the same random moves: (seed, pair, ply) picks each one.
+        if opening_seed is None:
+            opening_seed = _seeds(_derive_key(key, jnp.uint32(0xFFFFFFFE)), 1)[0]
+        pairs = (game_ids % max((total + 1) // 2, 1)).astype(jnp.uint32) * jnp.uint32(4099)
 
     def live(states):
         return ~(states.terminated | states.truncated)
@@ -159,7 +160,7 @@ def run_arena(
         action = jnp.where(a_turn, act_a, act_b)
         if opening_plies:
             opening = jax.vmap(_hash_choice, in_axes=(None, 0, 0))(
-                opening_seed, pair_counters + t.astype(jnp.uint32), states.legal_action_mask)
+                opening_seed, pairs + t.astype(jnp.uint32), states.legal_action_mask)
             action = jnp.where(in_opening, opening, action)
         safe = jnp.clip(action, 0, env.num_actions - 1)
         legal = (action == safe) & jnp.take_along_axis(
