@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import jax
+import numpy as np
 import orbax.checkpoint as ocp
 from flax import serialization
 
@@ -30,6 +31,7 @@ __all__ = [
     "CheckpointError",
     "MODEL_FORMAT_VERSION",
     "RunCheckpointer",
+    "STORAGE_DTYPES",
     "load_model",
     "save_model",
 ]
@@ -103,16 +105,31 @@ class RunCheckpointer:
         self._manager.close()
 
 
+# Storage dtypes a model's params may be written in; they are float32 again once loaded.
+STORAGE_DTYPES = ("float32", "float16", "bfloat16")
+
+
 def save_model(directory: str | Path, params: Any, config: ExperimentConfig,
-               extra: dict[str, Any] | None = None) -> Path:
-    """Writes a self-contained model (params + config + format version), atomically."""
+               extra: dict[str, Any] | None = None, *, storage_dtype: str = "float32") -> Path:
+    """Writes a self-contained model (params + config + format version), atomically.
+
+    storage_dtype: the float params as written ("float16" halves a shipped model's size;
+    `load_model` casts them back to float32, so only their rounding remains).
+    """
+    if storage_dtype not in STORAGE_DTYPES:
+        raise ValueError(f"storage dtype {storage_dtype!r}: choose one of {STORAGE_DTYPES}")
     directory = Path(directory)
     tmp = directory.with_name(directory.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    (tmp / _PARAMS_FILE).write_bytes(serialization.to_bytes(jax.device_get(params)))
+    stored = jax.tree.map(lambda x: np.asarray(x).astype(storage_dtype)
+                          if np.issubdtype(np.asarray(x).dtype, np.floating) else np.asarray(x),
+                          jax.device_get(params))
+    (tmp / _PARAMS_FILE).write_bytes(serialization.to_bytes(stored))
     meta = {"format_version": MODEL_FORMAT_VERSION, "game": config.game,
             "config": config_to_dict(config), **(extra or {})}
+    if storage_dtype != "float32":
+        meta["storage_dtype"] = storage_dtype
     (tmp / _MODEL_JSON).write_text(json.dumps(meta, indent=2) + "\n")
     if directory.exists():
         shutil.rmtree(directory)
@@ -156,10 +173,17 @@ def load_model(directory: str | Path) -> tuple[Any, ExperimentConfig, dict[str, 
     # Shapes only (no initialisation work): the stored arrays fill the template.
     template = jax.eval_shape(lambda: init_network(
         config.network, env.num_actions, env.observation_shape, jax.random.PRNGKey(0)))["params"]
+    storage_dtype = meta.get("storage_dtype", "float32")
+    if storage_dtype not in STORAGE_DTYPES:
+        raise CheckpointError(f"{meta_path}: unknown storage_dtype {storage_dtype!r} "
+                              f"(this azjax reads {', '.join(STORAGE_DTYPES)})")
     try:
         params = serialization.from_bytes(template, params_path.read_bytes())
-        jax.tree.map(_check_leaf, params, template)
-        params = jax.tree.map(jax.numpy.asarray, params)
+        stored = jax.tree.map(lambda spec: jax.ShapeDtypeStruct(
+            spec.shape, storage_dtype if jax.numpy.issubdtype(spec.dtype, jax.numpy.floating)
+            else spec.dtype), template)
+        jax.tree.map(_check_leaf, params, stored)
+        params = jax.tree.map(lambda x, spec: jax.numpy.asarray(x, spec.dtype), params, template)
     except Exception as error:
         raise CheckpointError(f"{params_path} is corrupt or does not fit its config "
                               f"({type(error).__name__}: {error})") from None

@@ -189,6 +189,10 @@ def export(
     ] = None,
     games: Annotated[int, typer.Option(help="Arena games per opponent (both colours)")] = 200,
     seed: Annotated[int, typer.Option()] = 0,
+    params_dtype: Annotated[str, typer.Option(
+        help="The params' dtype on disk: float32 | float16 | bfloat16 (loaded as float32; "
+             "float16 halves the size, and the card's scores are measured on what is stored)")
+    ] = "float32",
 ) -> None:
     """Write a self-contained model (params, config, search defaults, format version) and its
     model card; with --oracle / --against, the card carries scores measured on the export."""
@@ -208,7 +212,8 @@ def export(
             return metrics
 
     try:
-        out = export_model(run_dir, snapshot, to, num_simulations=simulations, evaluate=evaluate)
+        out = export_model(run_dir, snapshot, to, num_simulations=simulations, evaluate=evaluate,
+                           storage_dtype=params_dtype)
     except _user_errors() as error:
         _fail(error)
     typer.echo(f"exported {out}")

@@ -8,6 +8,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import jax
+
 from azjax.agent import resolve_model_dir
 from azjax.checkpoint import CheckpointError, load_model, save_model
 from azjax.metrics import machine_description
@@ -17,14 +19,16 @@ __all__ = ["export_model"]
 
 def export_model(run_dir: str | Path, snapshot: str | None, to: str | Path, *,
                  num_simulations: int | None = None,
-                 evaluate: Callable[[Path], dict[str, Any]] | None = None) -> Path:
+                 evaluate: Callable[[Path], dict[str, Any]] | None = None,
+                 storage_dtype: str = "float32") -> Path:
     """Copies snapshot `snapshot` (default: the newest) of `run_dir` to `to`, adding the
     search defaults, the run's provenance and a Markdown model card (MODEL_CARD.md).
 
     num_simulations: the model's default search simulations (default: the run's evaluation
     setting). evaluate: measures the exported model (given its directory) and returns metrics
     under the training run's `eval/...` keys; they replace the snapshot's training-time
-    figures in the card, which stay in model.json as `training_eval`.
+    figures in the card, which stay in model.json as `training_eval`. storage_dtype: the
+    params' dtype on disk (`save_model`); the evaluation measures the params as stored.
     """
     run_dir, to = Path(run_dir), Path(to)
     if snapshot is None:
@@ -42,6 +46,7 @@ def export_model(run_dir: str | Path, snapshot: str | None, to: str | Path, *,
                             or config.search.num_simulations),
         "search": {"algorithm": config.search.algorithm},
         "seed": config.seed,
+        "num_params": sum(int(leaf.size) for leaf in jax.tree.leaves(params)),
         # Self-play searches: one per position, each with the training search's simulations.
         "training_simulations": int(meta.get("positions") or 0) * config.search.num_simulations,
         "machine": machine_description(),
@@ -51,15 +56,16 @@ def export_model(run_dir: str | Path, snapshot: str | None, to: str | Path, *,
     if evaluate is not None:
         # Measured from a staging copy: `to` (e.g. a shipped model) is replaced only once the
         # evaluation has succeeded.
-        staging = save_model(to.with_name(to.name + ".staging"), params, config, extra)
+        staging = save_model(to.with_name(to.name + ".staging"), params, config, extra,
+                             storage_dtype=storage_dtype)
         try:
             metrics = evaluate(staging)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
         extra["training_eval"] = extra.pop("eval", None)
         extra["eval"] = {"eval/measured_at": "export", **metrics}
-    out = save_model(to, params, config, extra)
-    (out / "MODEL_CARD.md").write_text(_card(config, extra))
+    out = save_model(to, params, config, extra, storage_dtype=storage_dtype)
+    (out / "MODEL_CARD.md").write_text(_card(config, extra, storage_dtype))
     return out
 
 
@@ -85,7 +91,7 @@ def _read_jsonl(path: Path) -> list[dict]:
     return rows
 
 
-def _card(config, extra: dict) -> str:
+def _card(config, extra: dict, storage_dtype: str = "float32") -> str:
     net = config.network
     shape = {"mlp": f"MLP {list(net.hidden)}",
              "resmlp": f"residual MLP {net.blocks} blocks x {net.width} units" + (
@@ -95,7 +101,7 @@ def _card(config, extra: dict) -> str:
     lines = [
         f"# azjax model: {config.game}",
         "",
-        f"- network: {shape}",
+        f"- network: {shape}, {extra['num_params']:,} parameters stored as {storage_dtype}",
         f"- search: {config.search.algorithm}, {extra['num_simulations']} simulations by default",
         f"- trained: iteration {extra.get('iteration')}, wall_s {extra.get('wall_s', 0):.1f}, "
         f"{extra.get('positions')} self-play positions searched with "

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from typer.testing import CliRunner
@@ -107,6 +108,30 @@ def test_cli_export_measures_the_model_for_its_card(tiny_run, tmp_path):
     assert again["eval/oracle/raw_error"] == card["eval/oracle/raw_error"]
     text = (tmp_path / "model" / "MODEL_CARD.md").read_text()
     assert "measured at export" in text and "8 simulations by default" in text
+
+
+def test_cli_export_stores_params_at_half_precision(tiny_run, tmp_path):
+    run_dir, _ = tiny_run
+    full, half = tmp_path / "full", tmp_path / "half"
+    for out_dir, dtype in ((full, "float32"), (half, "float16")):
+        out = RUNNER.invoke(app, ["export", str(run_dir), "2", "--to", str(out_dir),
+                                  "--params-dtype", dtype])
+        assert out.exit_code == 0, out.output
+    size = lambda d: (d / "params.msgpack").stat().st_size  # noqa: E731
+    assert size(half) < 0.6 * size(full)
+    assert "stored as float16" in (half / "MODEL_CARD.md").read_text()
+    # Loaded back as float32, equal to the float32 export up to float16 rounding.
+    params32, params16 = Agent.load(full).params, Agent.load(half).params
+    for a, b in zip(jax.tree.leaves(params32), jax.tree.leaves(params16), strict=True):
+        assert b.dtype == jnp.float32
+        np.testing.assert_array_equal(b, np.asarray(a).astype(np.float16).astype(np.float32))
+    out = RUNNER.invoke(app, ["export", str(run_dir), "2", "--to", str(tmp_path / "x"),
+                              "--params-dtype", "int8"])
+    assert out.exit_code == 2 and "int8" in out.output and not (tmp_path / "x").exists()
+    meta = json.loads((half / "model.json").read_text())
+    (half / "model.json").write_text(json.dumps({**meta, "storage_dtype": "float8"}))
+    with pytest.raises(CheckpointError, match="storage_dtype 'float8'"):
+        Agent.load(half)
 
 
 def test_cli_export_replaces_nothing_but_an_earlier_export(tiny_run, tmp_path):
