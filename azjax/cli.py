@@ -135,6 +135,8 @@ def evaluate(
     games: Annotated[int, typer.Option(help="Arena games per opponent (both colours)")] = 200,
     simulations: Annotated[int | None, typer.Option(help="Search simulations")] = None,
     seed: Annotated[int, typer.Option()] = 0,
+    oracle_positions: Annotated[int | None, typer.Option(
+        help="Score only the first N positions of each oracle set (default: all)")] = None,
     ladder: Annotated[bool, typer.Option(
         "--ladder", help="SPEC is a run dir: play its snapshots against each other and the "
                          "baselines (--against), fit Elo (random = 0), write ladder.json/.png")
@@ -148,7 +150,8 @@ def evaluate(
         return
     try:
         lines = evaluate_agent(spec, against=against or [], oracle=oracle, games=games,
-                               num_simulations=simulations, seed=seed)
+                               num_simulations=simulations, seed=seed,
+                               oracle_positions=oracle_positions)
     except _user_errors() as error:
         _fail(error)
     for line in lines:

@@ -276,9 +276,11 @@ def _in_background(work):
 
 
 def measure_agent(agent: Any, *, against: list[str], oracle: str | None, games: int,
-                  num_simulations: int | None, seed: int) -> tuple[dict[str, Any], list[str]]:
+                  num_simulations: int | None, seed: int, oracle_positions: int | None = None
+                  ) -> tuple[dict[str, Any], list[str]]:
     """Scores a loaded `azjax.Agent`: oracle errors (raw network and greedy search, every
-    position of every set) and arenas (both colours) against baselines or other agents.
+    position of every set, or its first `oracle_positions`) and arenas (both colours) against
+    baselines or other agents.
 
     Returns metrics under the training run's keys (`eval/oracle/...`, `eval/vs_<name>/...`) and
     the human-readable lines `azjax eval` prints.
@@ -302,10 +304,14 @@ def measure_agent(agent: Any, *, against: list[str], oracle: str | None, games: 
         search_fn = jax.jit(lambda p, k, s, m: oracle_errors(
             search_player(agent._search_fn, p, sims), k, s, m))
         raw_errors, search_errors = [], []
+        if oracle_positions is not None and oracle_positions < 1:
+            raise ValueError(f"oracle positions must be >= 1, got {oracle_positions}")
         for name, oracle_set in sets.items():
-            args = (params, key, oracle_set.states, oracle_set.preserving)
-            raw_error = 100 * int(raw_fn(*args)) / len(oracle_set.moves)
-            search_error = 100 * int(search_fn(*args)) / len(oracle_set.moves)
+            states = jax.tree.map(lambda x: x[:oracle_positions], oracle_set.states)
+            preserving = oracle_set.preserving[:oracle_positions]
+            args = (params, key, states, preserving)
+            raw_error = 100 * int(raw_fn(*args)) / len(preserving)
+            search_error = 100 * int(search_fn(*args)) / len(preserving)
             raw_errors.append(raw_error)
             search_errors.append(search_error)
             if len(sets) > 1:
@@ -313,8 +319,7 @@ def measure_agent(agent: Any, *, against: list[str], oracle: str | None, games: 
                 metrics[f"eval/oracle/set/{name}/search"] = search_error
             label = f"{oracle_set.title} ({name})" if oracle_set.title else name
             lines.append(f"oracle {label:>32}: raw network {raw_error:6.2f}% errors, "
-                         f"search {search_error:6.2f}% errors ({len(oracle_set.preserving)} "
-                         "positions)")
+                         f"search {search_error:6.2f}% errors ({len(preserving)} positions)")
         metrics["eval/oracle/raw_error"] = float(np.mean(raw_errors))
         metrics["eval/oracle/search_error"] = float(np.mean(search_errors))
     me = search_player(agent._search_fn, params, sims)
@@ -338,10 +343,12 @@ def measure_agent(agent: Any, *, against: list[str], oracle: str | None, games: 
 
 
 def evaluate_agent(spec: str, *, against: list[str], oracle: str | None, games: int,
-                   num_simulations: int | None, seed: int) -> list[str]:
+                   num_simulations: int | None, seed: int,
+                   oracle_positions: int | None = None) -> list[str]:
     """`azjax eval`: arenas against baselines or other agents, and oracle scoring."""
     from azjax.agent import Agent
 
     _, lines = measure_agent(Agent.load(spec), against=against, oracle=oracle, games=games,
-                             num_simulations=num_simulations, seed=seed)
+                             num_simulations=num_simulations, seed=seed,
+                             oracle_positions=oracle_positions)
     return lines

@@ -86,6 +86,12 @@ def test_cli_export_then_eval(tiny_run, tmp_path):
     assert out.exit_code == 0, out.output
     assert "oracle" in out.output and "raw network" in out.output
     assert "vs     random: " in out.output
+    out = RUNNER.invoke(app, ["eval", str(tmp_path / "model"), "--oracle", "",
+                              "--oracle-positions", "50"])
+    assert out.exit_code == 0 and "(50 positions)" in out.output, out.output
+    out = RUNNER.invoke(app, ["eval", str(tmp_path / "model"), "--oracle", "",
+                              "--oracle-positions", "0"])
+    assert out.exit_code == 2 and "oracle positions must be >= 1" in out.output
 
 
 def test_cli_export_measures_the_model_for_its_card(tiny_run, tmp_path):
