@@ -151,14 +151,17 @@ def greedy_player(env: Env) -> Player:
 def uct_search(
     env: Env, key: jax.Array, state: GameState, *, num_simulations: int, uct_c: float
 ) -> tuple[jax.Array, jax.Array]:
-    """Plain UCT for ONE game (vmap it); see `_uct_search`. Returns (action [], visits [A])."""
-    return _uct_search(env, _seeds(key, 1)[0], state, num_simulations=num_simulations, uct_c=uct_c)
+    """Plain UCT for ONE game; see `_uct_search`. Returns (action [], visits [A])."""
+    one = jax.tree.map(lambda x: x[None], state)
+    actions, visits = _uct_search(env, _seeds(key, 1), one, num_simulations=num_simulations,
+                                  uct_c=uct_c)
+    return actions[0], visits[0]
 
 
 def _uct_search(
-    env: Env, seed: jax.Array, state: GameState, *, num_simulations: int, uct_c: float
+    env: Env, seeds: jax.Array, states: GameState, *, num_simulations: int, uct_c: float
 ) -> tuple[jax.Array, jax.Array]:
-    """Plain UCT for ONE game: N simulations of select / expand / rollout / backup.
+    """Plain UCT for B games at once: N simulations of select / expand / rollout / backup.
 
     - Select from the root by UCT, ``Q + uct_c * sqrt(ln n_parent / n_child)``, while the node
       is live and every legal child has been visited; Q is the child's mean return for the
@@ -166,30 +169,35 @@ def _uct_search(
     - Expand one unvisited legal child (uniformly random among them), as OpenSpiel's MCTSBot.
     - Evaluate it by one uniformly random rollout to the end of the game. A terminal node is
       not expanded: its value is the game result.
-    - Randomness: `_hash` of the uint32 `seed`, the simulation index and a step counter.
+    - Randomness: `_hash` of the game's uint32 seed, the simulation index and a step counter.
     - Back up the rewards per player id along the path; each node stores the total return,
       for both players, of the games that went through it (the reward of the step into the
       node included), so every parent reads it from its own mover's side.
 
-    The tree lives in fixed-size arrays: node states [N+1], visits [N+1], returns [N+1, 2],
-    children [N+1, A] (-1 = not expanded), parent [N+1].
+    Each game's tree lives in fixed-size arrays: node states [N+1], visits [N+1], returns
+    [N+1, 2], children [N+1, A] (-1 = not expanded), parent [N+1]. Selection, expansion and
+    rollout are written for one game and vmapped; the backup is written over the batch (a
+    vmapped while-loop would copy every game's visits and returns at each step of the
+    longest path).
 
     Returns:
-      (action int32 [], root child visit counts int32 [A]). The action is the most visited
+      (action int32 [B], root child visit counts int32 [B, A]). The action is the most visited
       child (ties: the larger total return for the mover, then the lowest index); 0 when the
       root is finished.
     """
     num_nodes_max = num_simulations + 1
     num_actions = env.num_actions
-    tree_states = jax.tree.map(lambda x: jnp.broadcast_to(x, (num_nodes_max, *x.shape)), state)
-    tree = dict(
-        states=tree_states,
-        visits=jnp.zeros(num_nodes_max, jnp.int32),
-        returns=jnp.zeros((num_nodes_max, 2), jnp.float32),
-        children=jnp.full((num_nodes_max, num_actions), -1, jnp.int32),
-        parent=jnp.full(num_nodes_max, -1, jnp.int32),
-        size=jnp.int32(1),
-    )
+    batch = jnp.arange(seeds.shape[0])
+
+    def new_tree(state: GameState) -> dict[str, Any]:
+        return dict(
+            states=jax.tree.map(lambda x: jnp.broadcast_to(x, (num_nodes_max, *x.shape)), state),
+            visits=jnp.zeros(num_nodes_max, jnp.int32),
+            returns=jnp.zeros((num_nodes_max, 2), jnp.float32),
+            children=jnp.full((num_nodes_max, num_actions), -1, jnp.int32),
+            parent=jnp.full(num_nodes_max, -1, jnp.int32),
+            size=jnp.int32(1),
+        )
 
     def node_state(tree: dict[str, Any], node: jax.Array) -> GameState:
         return jax.tree.map(lambda x: x[node], tree["states"])
@@ -223,7 +231,8 @@ def _uct_search(
         init = (jnp.int32(1), s, jnp.zeros(2, jnp.float32))  # counter 0 is the expansion's
         return jax.lax.while_loop(cond, body, init)[2]
 
-    def simulate(i, tree):
+    def select_expand_evaluate(seed, i, tree):
+        """One game's selection, expansion and rollout: (tree, leaf node, rollout rewards)."""
         sim_seed = _hash(seed, i)
 
         # Selection: descend while the node is live and fully expanded.
@@ -242,9 +251,8 @@ def _uct_search(
         child_state = env.step(s, action)
         new = tree["size"]  # <= simulation index + 1 <= N: always in range
         tree = dict(
+            tree,
             states=jax.tree.map(lambda xs, x: xs.at[new].set(x), tree["states"], child_state),
-            visits=tree["visits"],
-            returns=tree["returns"],
             children=tree["children"]
             .at[node, action]
             .set(jnp.where(expand, new, tree["children"][node, action])),
@@ -254,36 +262,44 @@ def _uct_search(
         leaf = jnp.where(expand, new, node)
 
         # Evaluation: one random rollout (nothing to play from a terminal node).
-        future = rollout(sim_seed, tree_select(expand, child_state, s))
+        return tree, leaf, rollout(sim_seed, tree_select(expand, child_state, s))
 
-        # Backup: walk the parents to the root, adding each node's own step reward.
-        def backup_cond(carry):
-            return carry[0] >= 0
+    def backup(tree, leaf, future):
+        """Walks every game's parents to its root, adding each node's own step reward."""
+        step_rewards = tree["states"].rewards  # [B, N+1, 2]
 
-        def backup_body(carry):
+        def live_path(carry):
+            return jnp.any(carry[0] >= 0)
+
+        def step(carry):
             node, total, visits, returns = carry
-            total = total + tree["states"].rewards[node]
-            return (
-                tree["parent"][node],
-                total,
-                visits.at[node].add(1),
-                returns.at[node].add(total),
-            )
+            live = node >= 0
+            at = jnp.maximum(node, 0)  # games whose path has ended add zeros at their root
+            total = jnp.where(live[:, None], total + step_rewards[batch, at], total)
+            visits = visits.at[batch, at].add(live.astype(jnp.int32))
+            returns = returns.at[batch, at].add(jnp.where(live[:, None], total, 0.0))
+            return jnp.where(live, tree["parent"][batch, at], node), total, visits, returns
 
         _, _, visits, returns = jax.lax.while_loop(
-            backup_cond, backup_body, (leaf, future, tree["visits"], tree["returns"])
-        )
+            live_path, step, (leaf, future, tree["visits"], tree["returns"]))
         return dict(tree, visits=visits, returns=returns)
 
-    tree = jax.lax.fori_loop(0, num_simulations, simulate, tree)
+    def simulate(i, tree):
+        tree, leaf, future = jax.vmap(select_expand_evaluate, (0, None, 0))(seeds, i, tree)
+        return backup(tree, leaf, future)
 
-    kids = tree["children"][0]
-    safe_kids = jnp.maximum(kids, 0)
-    visits = jnp.where(kids >= 0, tree["visits"][safe_kids], 0)
-    best = visits == jnp.max(visits)
-    mover_return = tree["returns"][safe_kids, state.current_player]
-    action = jnp.argmax(jnp.where(best & (kids >= 0), mover_return, -jnp.inf))
-    return action.astype(jnp.int32), visits
+    tree = jax.lax.fori_loop(0, num_simulations, simulate, jax.vmap(new_tree)(states))
+
+    def best_root_child(tree, state):
+        kids = tree["children"][0]
+        safe_kids = jnp.maximum(kids, 0)
+        visits = jnp.where(kids >= 0, tree["visits"][safe_kids], 0)
+        best = visits == jnp.max(visits)
+        mover_return = tree["returns"][safe_kids, state.current_player]
+        action = jnp.argmax(jnp.where(best & (kids >= 0), mover_return, -jnp.inf))
+        return action.astype(jnp.int32), visits
+
+    return jax.vmap(best_root_child)(tree, states)
 
 
 @functools.cache
@@ -296,11 +312,10 @@ def mcts_player(env: Env, num_simulations: int, *, uct_c: float = math.sqrt(2.0)
     """
     if num_simulations < 1:
         raise ValueError(f"num_simulations must be >= 1, got {num_simulations}")
-    search = functools.partial(_uct_search, env, num_simulations=num_simulations, uct_c=uct_c)
-
     def act(key: jax.Array, states: GameState) -> jax.Array:
         """key, states[B] -> int32 [B]."""
         seeds = _seeds(key, states.current_player.shape[0])
-        return jax.vmap(search)(seeds, states)[0]
+        return _uct_search(env, seeds, states, num_simulations=num_simulations,
+                           uct_c=uct_c)[0]
 
     return act

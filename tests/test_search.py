@@ -115,3 +115,68 @@ def test_illegal_actions_get_no_search_weight():
     out = _search(TTT, "gumbel", 16)(_uniform_variables(TTT), jax.random.PRNGKey(5), states)
     policy = np.asarray(out.policy[0])
     assert np.all(policy[[0, 2, 4, 8]] == 0.0) and policy.sum() == pytest.approx(1.0, abs=1e-5)
+
+
+def _random_positions(env, key, num_games, plies):
+    """num_games states after `plies` uniformly random moves (games that ended stay ended)."""
+    def play(states, k):
+        logits = jnp.where(states.legal_action_mask, 0.0, -jnp.inf)
+        actions = jax.random.categorical(k, logits)
+        done = states.terminated | states.truncated
+        stepped = jax.vmap(env.step)(states, actions)
+        return jax.tree.map(lambda a, b: jnp.where(
+            done.reshape(done.shape + (1,) * (a.ndim - 1)), b, a), stepped, states), None
+
+    k_init, k_play = jax.random.split(key)
+    states = jax.vmap(env.init)(jax.random.split(k_init, num_games))
+    return jax.lax.scan(play, states, jax.random.split(k_play, plies))[0]
+
+
+@pytest.mark.parametrize("game,plies,simulations,algorithm", [
+    ("tic_tac_toe", 3, 40, "gumbel"),  # more simulations than the game has positions left
+    ("tic_tac_toe", 2, 40, "puct"),
+    ("draughts", 12, 24, "gumbel"),    # multi-jumps: the player to move stays, discount +1
+])
+def test_batched_backward_builds_the_same_trees_as_mctx(game, plies, simulations, algorithm):
+    """azjax.mctx_backward replaces mctx's vmapped backup; every tree array must match."""
+    import mctx
+    from mctx._src import search as mctx_search
+
+    from azjax import mctx_backward
+    from azjax.search import make_root_fn
+
+    env = envs.make(game)
+    _, apply = make_network(NET, env.num_actions)
+    variables = init_network(NET, env.num_actions, env.observation_shape, jax.random.PRNGKey(3))
+    states = _random_positions(env, jax.random.PRNGKey(4), 16, plies)
+    states = jax.tree.map(lambda x: x[~(states.terminated | states.truncated)], states)
+    root = make_root_fn(env, apply)(variables, states)
+    recurrent_fn = make_recurrent_fn(env, apply)
+    invalid = ~states.legal_action_mask
+
+    def tree():
+        if algorithm == "gumbel":
+            return mctx.gumbel_muzero_policy(
+                variables, jax.random.PRNGKey(5), root, recurrent_fn,
+                num_simulations=simulations, invalid_actions=invalid,
+                max_num_considered_actions=4).search_tree
+        return mctx.muzero_policy(variables, jax.random.PRNGKey(6), root, recurrent_fn,
+                                  num_simulations=simulations,
+                                  invalid_actions=invalid).search_tree
+
+    try:
+        mctx_backward.install(False)
+        assert mctx_search.backward is mctx_backward.mctx_backward
+        want = jax.jit(tree)()
+        mctx_backward.install(True)
+        assert mctx_search.backward is mctx_backward.batched_backward
+        got = jax.jit(tree)()
+    finally:
+        mctx_backward.install(True)
+    assert int(want.node_visits[:, 0].min()) == simulations + 1
+    for name in ("node_visits", "node_values", "raw_values", "parents", "children_index",
+                 "children_visits", "children_values", "children_rewards",
+                 "children_discounts", "action_from_parent"):
+        np.testing.assert_array_equal(getattr(got, name), getattr(want, name), err_msg=name)
+    # Deep enough for the backup to matter: some non-root node was visited more than once.
+    assert int(want.node_visits[:, 1:].max()) > 1
