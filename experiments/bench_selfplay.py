@@ -4,8 +4,8 @@ azjax side: the pieces training builds (`envs.make`, `make_network` / `init_netw
 `make_search`, `make_selfplay` + `init_selfplay`), one jitted self-play chunk of T steps x B
 games, the state donated and carried from call to call as in training.
 
-Reference side: ONE `jax.jit` over a `lax.scan` of T steps; each step runs the same mctx policy
-call (same algorithm, simulations, considered actions, qtransform) with root_fn/recurrent_fn over
+Reference side: ONE `jax.jit` over a `lax.scan` of T steps; each step runs the same stock mctx
+policy call (traced with mctx's own value backup, not azjax's `mctx_backward`) (same algorithm, simulations, considered actions, qtransform) with root_fn/recurrent_fn over
 `pgx.make("connect_four")` states and the SAME flax apply function and params, samples the
 search's action, steps the games and resets finished ones in place. A throughput reference:
 no trajectory records, no value targets, no random openings, no temperature schedule.
@@ -36,6 +36,7 @@ import mctx
 import pgx
 
 import envs
+from azjax import mctx_backward
 from azjax.config import ExperimentConfig, load_config
 from azjax.metrics import machine_description
 from azjax.network import count_flops, init_network, make_network
@@ -232,9 +233,13 @@ def main() -> None:
     compiled, compile_s = {}, {}
     for name, fn in jitted.items():
         args_ = (variables, k_run) if name == "network" else (variables, k_run, state[name])
+        # The reference is plain mctx: traced with mctx's own value backup, azjax with its own
+        # (`azjax.mctx_backward`, installed when azjax.search is imported).
+        mctx_backward.install(name != "pgx")
         start = time.perf_counter()
         compiled[name] = fn.lower(*args_).compile()
         compile_s[name] = time.perf_counter() - start
+    mctx_backward.install(True)
 
     def call(name: str, key: jax.Array) -> tuple[float, float]:
         """(wall s, this process's CPU s) of one call."""
