@@ -122,9 +122,9 @@ def save_model(directory: str | Path, params: Any, config: ExperimentConfig,
     tmp = directory.with_name(directory.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    stored = jax.tree.map(lambda x: np.asarray(x).astype(storage_dtype)
-                          if np.issubdtype(np.asarray(x).dtype, np.floating) else np.asarray(x),
-                          jax.device_get(params))
+    stored = jax.tree.map(lambda x: x.astype(storage_dtype)
+                          if np.issubdtype(x.dtype, np.floating) else x,
+                          jax.tree.map(np.asarray, jax.device_get(params)))
     (tmp / _PARAMS_FILE).write_bytes(serialization.to_bytes(stored))
     meta = {"format_version": MODEL_FORMAT_VERSION, "game": config.game,
             "config": config_to_dict(config), **(extra or {})}
