@@ -14,6 +14,7 @@ import envs
 from azjax.config import NetworkConfig, SearchConfig
 from azjax.network import init_network, make_network
 from azjax.search import make_recurrent_fn, make_search
+from envs.core import tree_select
 
 TTT = envs.make("tic_tac_toe")
 NET = NetworkConfig(kind="mlp", hidden=(8,))
@@ -123,9 +124,7 @@ def _random_positions(env, key, num_games, plies):
         logits = jnp.where(states.legal_action_mask, 0.0, -jnp.inf)
         actions = jax.random.categorical(k, logits)
         done = states.terminated | states.truncated
-        stepped = jax.vmap(env.step)(states, actions)
-        return jax.tree.map(lambda a, b: jnp.where(
-            done.reshape(done.shape + (1,) * (a.ndim - 1)), b, a), stepped, states), None
+        return jax.vmap(tree_select)(done, states, jax.vmap(env.step)(states, actions)), None
 
     k_init, k_play = jax.random.split(key)
     states = jax.vmap(env.init)(jax.random.split(k_init, num_games))
