@@ -289,7 +289,7 @@ class Learner:
                                          value_loss_weight=cfg.value_loss_weight)
         updates, opt_state = self.optimizer.update(grads, train.opt_state, train.params)
         params = optax.apply_updates(train.params, updates)
-        metrics = dict(metrics, loss=loss, **{"train/grad_norm": optax.global_norm(grads)})
+        metrics = dict(metrics, loss=loss, **{"train/grad_norm": optax.tree_utils.tree_norm(grads)})
         return TrainState(step=train.step + 1, params=params, opt_state=opt_state), metrics
 
     def compile(self, run: RunState) -> None:

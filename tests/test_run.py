@@ -61,6 +61,7 @@ def test_run_dir_has_metrics_curves_snapshots_and_tensorboard(straight_run):
     assert walls == sorted(walls) and walls[0] > 0
     second = next(r for r in records if r["iteration"] == 2 and "loss" in r)
     assert "eval/vs_random/score" in second and "eval/oracle/search_error" in second
+    assert all(0 < r["train/grad_norm"] < 1e3 for r in records if "loss" in r)
     untrained = next(r for r in records if r["iteration"] == 0 and "wall_s" in r
                      and "untrained/oracle/raw_error" in r)
     assert 0 <= untrained["untrained/oracle/raw_error"] <= 100
