@@ -2,9 +2,11 @@
 
 `SearchConfig` maps one-to-one onto mctx's arguments. The tree's embedding is the env `State`
 itself and `recurrent_fn` steps the real rules. Importing this module swaps mctx's value backup
-for a batched one that builds the same trees faster (`azjax.mctx_backward`). Players need not alternate (draughts'
-multi-jumps): rewards and values are always taken for the player to move, and the discount
-between two nodes is -1 when the player to move changes, +1 when it stays, 0 after the end.
+for a batched one that builds the same trees faster (`azjax.mctx_backward`).
+
+Players need not alternate (draughts' multi-jumps): rewards and values are always taken for the
+player to move, and the discount between two nodes is -1 when the player to move changes, +1
+when it stays, 0 after the end.
 """
 
 from __future__ import annotations

@@ -22,12 +22,11 @@ from pathlib import Path
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from azjax.agent import Agent
 from azjax.play import ai_turn, is_done, load_play_agent, model_label, winner_of
-from envs.core import jitted_step
+from envs.core import positions_along
 
 __all__ = ["GAMES", "SIMULATIONS", "ApiError", "GameService", "create_app", "run_server"]
 
@@ -56,19 +55,12 @@ def replay(env, moves: list[int]) -> tuple[Any, int | None]:
     Raises:
       ApiError 422: naming the first illegal move and the legal ones.
     """
-    state = env.init(jax.random.PRNGKey(0))
-    last_mover = None
-    for index, action in enumerate(moves):
-        if is_done(state):
-            raise ApiError(422, f"illegal move list: move {index} ({action}) comes after the "
-                                "game ended")
-        legal = np.flatnonzero(np.asarray(state.legal_action_mask)).tolist()
-        if action not in legal:
-            raise ApiError(422, f"illegal move list: move {index} ({action}) is not among the "
-                                f"legal actions {legal}")
-        last_mover = int(state.current_player)
-        state = jitted_step(env)(state, jnp.int32(action))
-    return state, last_mover
+    try:
+        positions = list(positions_along(env, moves))
+    except ValueError as error:
+        raise ApiError(422, f"illegal move list: {error}") from None
+    last_mover = int(positions[-2].current_player) if moves else None
+    return positions[-1], last_mover
 
 
 class GameService:

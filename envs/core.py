@@ -16,13 +16,15 @@ from __future__ import annotations
 
 import abc
 import functools
+from collections.abc import Iterator
 from typing import Any, ClassVar, Protocol
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["Env", "GameState", "jitted_step", "play_moves", "status_line", "tree_select"]
+__all__ = ["Env", "GameState", "jitted_step", "play_moves", "positions_along", "status_line",
+           "tree_select"]
 
 
 class GameState(Protocol):
@@ -140,15 +142,17 @@ def jitted_step(env: Env):
     return jax.jit(env.step)
 
 
-def play_moves(env: Env, actions) -> GameState:
-    """Plays a move list (action ids) from the initial position.
+def positions_along(env: Env, actions) -> Iterator[GameState]:
+    """The initial position, then the position after each move of a move list (action ids),
+    each move checked before it is played.
 
-    Raises:
+    Raises (when the iteration reaches the bad move):
       ValueError: naming the move index, the move and the legal moves, when a move is illegal
         or the game is already over.
     """
     step = jitted_step(env)
     state = env.init(jax.random.PRNGKey(0))
+    yield state
     for index, action in enumerate(actions):
         action = int(action)
         if bool(state.terminated | state.truncated):
@@ -160,4 +164,14 @@ def play_moves(env: Env, actions) -> GameState:
                 f"{legal} (player {int(state.current_player)} to move)"
             )
         state = step(state, jnp.int32(action))
+        yield state
+
+
+def play_moves(env: Env, actions) -> GameState:
+    """Plays a move list (action ids) from the initial position; the final position.
+
+    Raises:
+      ValueError: as `positions_along`.
+    """
+    *_, state = positions_along(env, actions)
     return state

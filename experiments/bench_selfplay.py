@@ -5,7 +5,8 @@ azjax side: the pieces training builds (`envs.make`, `make_network` / `init_netw
 games, the state donated and carried from call to call as in training.
 
 Reference side: ONE `jax.jit` over a `lax.scan` of T steps; each step runs the same stock mctx
-policy call (traced with mctx's own value backup, not azjax's `mctx_backward`) (same algorithm, simulations, considered actions, qtransform) with root_fn/recurrent_fn over
+policy call (same algorithm, simulations, considered actions, qtransform; traced with mctx's own
+value backup, not azjax's `mctx_backward`) with root_fn/recurrent_fn over
 `pgx.make("connect_four")` states and the SAME flax apply function and params, samples the
 search's action, steps the games and resets finished ones in place. A throughput reference:
 no trajectory records, no value targets, no random openings, no temperature schedule.
