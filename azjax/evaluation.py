@@ -18,7 +18,7 @@ import numpy as np
 from azjax import baselines
 from azjax.config import ConfigError, ExperimentConfig
 from azjax.evaluate import PAIRED_OPENING_PLIES, ArenaResult, elo_difference, run_arena
-from azjax.oracle import OracleSet, has_oracle, load_oracle
+from azjax.oracle import OracleSet, has_oracle, load_oracle, wrong_moves
 from azjax.search import masked_logits
 from envs.core import Env
 
@@ -70,9 +70,7 @@ def search_player(search_fn, params, num_simulations: int):
 def oracle_errors(player, key, states, preserving: jax.Array) -> jax.Array:
     """int32 []: how many of the positions `states` [P] get a move from `player` outside the
     value-preserving set `preserving` bool [P, A]. (A count, not a float mean: 0 must be 0.)"""
-    actions = player(key, states)
-    ok = jnp.take_along_axis(preserving, actions[:, None], axis=1)[:, 0]
-    return jnp.sum(~ok, dtype=jnp.int32)
+    return jnp.sum(wrong_moves(preserving, player(key, states)), dtype=jnp.int32)
 
 
 def is_perfect(metrics: dict[str, Any], opponents: tuple[str, ...]) -> bool:
@@ -155,8 +153,7 @@ class Evaluator:
         for kind, player in (("raw", network_player(self.env, self.apply_fn, params)),
                              ("search", search_player(self.search_fn, params,
                                                       self.num_simulations))):
-            actions = player(key, states)
-            wrong = ~jnp.take_along_axis(preserving, actions[:, None], axis=1)[:, 0]
+            wrong = wrong_moves(preserving, player(key, states))
             counts = jax.ops.segment_sum(wrong.astype(jnp.int32), set_index,
                                          num_segments=len(sets))
             for i, (name, _) in enumerate(sets):

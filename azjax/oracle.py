@@ -39,6 +39,7 @@ __all__ = [
     "read_oracle_file",
     "score_player",
     "solve_tic_tac_toe",
+    "wrong_moves",
 ]
 
 DEFAULT_ORACLE_ROOT = Path(
@@ -449,22 +450,26 @@ def _chosen_actions(
     return actions.reshape(-1)[:num]
 
 
+def wrong_moves(preserving: jax.Array, actions: jax.Array) -> jax.Array:
+    """bool [P]: where the move `actions` int [P] is an error, i.e. not in the position's
+    value-preserving set `preserving` bool [P, A]. Illegal and out-of-range ids are errors.
+    The one definition every oracle score uses (training, `azjax eval`, `score_player`)."""
+    num_actions = preserving.shape[1]
+    in_range = (actions >= 0) & (actions < num_actions)
+    clipped = jnp.clip(actions, 0, num_actions - 1).astype(jnp.int32)
+    hit = jnp.take_along_axis(preserving, clipped[:, None], axis=1)[:, 0]
+    return ~(in_range & hit)
+
+
 def score_player(
     player: Player, oracle_set: OracleSet, *, key: jax.Array, batch_size: int = 256
 ) -> float:
     """The player's error rate on a set: the share of positions where its move (illegal moves
     included) is not preserving. Compiles once per (player, set size, batch_size)."""
-    actions = np.asarray(
-        _chosen_actions(
-            player, key, oracle_set.states, batch_size=min(batch_size, oracle_set.num_positions)
-        )
+    actions = _chosen_actions(
+        player, key, oracle_set.states, batch_size=min(batch_size, oracle_set.num_positions)
     )
-    preserving = np.asarray(oracle_set.preserving)
-    in_range = (actions >= 0) & (actions < preserving.shape[1])
-    hits = (
-        in_range & preserving[np.arange(len(actions)), np.clip(actions, 0, preserving.shape[1] - 1)]
-    )
-    return float(1.0 - hits.mean())
+    return float(np.mean(np.asarray(wrong_moves(oracle_set.preserving, actions))))
 
 
 @functools.cache

@@ -18,6 +18,7 @@ from azjax.oracle import (
     read_oracle_file,
     score_player,
     solve_tic_tac_toe,
+    wrong_moves,
 )
 
 C4 = envs.make("connect_four")
@@ -112,6 +113,14 @@ def test_perfect_player_scores_zero_and_greedy_beats_random(c4_sets):
     random = score_player(random_player(C4), end, key=jax.random.PRNGKey(1), batch_size=250)
     print(f"End-Easy error: greedy {greedy:.3f}, random {random:.3f}")
     assert greedy < random - 0.15
+
+
+def test_wrong_moves_counts_illegal_and_out_of_range_ids_as_errors():
+    preserving = np.array([[True, False, True], [False, False, True], [True, True, True]])
+    actions = np.array([2, 1, -1])  # preserving, not preserving, no such action
+    np.testing.assert_array_equal(wrong_moves(preserving, actions), [False, True, True])
+    np.testing.assert_array_equal(wrong_moves(preserving, np.array([0, 2, 3])),
+                                  [False, False, True])
 
 
 def test_perfect_tic_tac_toe_player():
