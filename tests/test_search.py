@@ -163,15 +163,20 @@ def test_batched_backward_builds_the_same_trees_as_mctx(game, plies, simulations
                                   num_simulations=simulations,
                                   invalid_actions=invalid).search_tree
 
+    # `backward` is read when the search is traced, and jit reuses the trace of a function it
+    # has seen: each side gets a function object of its own, and the two programs must differ.
     try:
         mctx_backward.install(False)
         assert mctx_search.backward is mctx_backward.mctx_backward
-        want = jax.jit(tree)()
+        stock = jax.make_jaxpr(lambda: tree())()
+        want = jax.jit(lambda: tree())()
         mctx_backward.install(True)
         assert mctx_search.backward is mctx_backward.batched_backward
-        got = jax.jit(tree)()
+        batched = jax.make_jaxpr(lambda: tree())()
+        got = jax.jit(lambda: tree())()
     finally:
         mctx_backward.install(True)
+    assert str(stock) != str(batched), "both sides traced the same backup"
     assert int(want.node_visits[:, 0].min()) == simulations + 1
     for name in ("node_visits", "node_values", "raw_values", "parents", "children_index",
                  "children_visits", "children_values", "children_rewards",
