@@ -342,6 +342,9 @@ def _validate(config: ExperimentConfig) -> None:
     _require(config.replay.window_start >= 0 and config.replay.window_growth >= 0,
              "replay.window_start", "window sizes must be >= 0")
     _require(config.train.batch_size >= 1, "train.batch_size", "must be >= 1")
+    # Above the capacity the buffer never gets there: the run would self-play without training.
+    _require(0 <= config.train.min_replay_size <= config.replay.capacity,
+             "train.min_replay_size", "must be in [0, replay.capacity]")
     _require(config.train.updates_per_iteration >= 0, "train.updates_per_iteration", ">= 0")
     _require(config.train.learning_rate > 0, "train.learning_rate", "must be > 0")
     _require(config.train.weight_decay >= 0, "train.weight_decay", "must be >= 0")
