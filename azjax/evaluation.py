@@ -22,8 +22,8 @@ from azjax.oracle import OracleSet, has_oracle, load_oracle, wrong_moves
 from azjax.search import masked_logits
 from envs.core import Env
 
-__all__ = ["Evaluator", "evaluate_agent", "is_perfect", "make_opponent", "measure_agent",
-           "oracle_errors"]
+__all__ = ["Evaluator", "arenas_due", "evaluate_agent", "is_perfect", "make_opponent",
+           "measure_agent", "oracle_errors"]
 
 PERFECT_RAW_ERROR = 0.01  # the bar: search 0% errors, raw network <= 1%, no arena losses
 
@@ -73,6 +73,14 @@ def oracle_errors(player, key, states, preserving: jax.Array) -> jax.Array:
     return jnp.sum(wrong_moves(preserving, player(key, states)), dtype=jnp.int32)
 
 
+def arenas_due(config: ExperimentConfig, iteration: int, *, last: bool) -> bool:
+    """Whether the evaluation at `iteration` plays the arenas: every `eval.arena_every`-th
+    evaluation counted from iteration 0 (the untrained baseline), so a resumed run keeps the
+    same schedule, and always at the run's last evaluation (the snapshot an export takes)."""
+    evaluation = iteration // config.eval.every_iterations
+    return last or evaluation % config.eval.arena_every == 0
+
+
 def is_perfect(metrics: dict[str, Any], opponents: tuple[str, ...]) -> bool:
     """The perfect-play bar (for games with a complete oracle, e.g. tic-tac-toe)."""
     if "eval/oracle/search_error" not in metrics:
@@ -87,9 +95,9 @@ def is_perfect(metrics: dict[str, Any], opponents: tuple[str, ...]) -> bool:
 class Evaluator:
     """Compiled evaluation of a run's params; see the module docstring.
 
-    Two compiled calls: the oracle scoring (every evaluation) and the arenas (every
-    `eval.arena_every`-th evaluation, and whenever the oracle bar is met, so that a run that
-    stops at perfect play has its arenas checked in that same evaluation). Both are compiled
+    Two compiled calls: the oracle scoring (every evaluation) and the arenas (when the caller
+    asks, see `arenas_due`, and whenever the oracle bar is met, so that a run that stops at
+    perfect play has its arenas checked in that same evaluation). Both are compiled
     ahead, in a background thread, while training runs: XLA compiles without the GIL, so
     on a 2-core machine the compile overlaps the first iterations instead of stalling them.
     """
@@ -100,7 +108,6 @@ class Evaluator:
         self.opponents = {name: make_opponent(env, name) for name in config.eval.opponents}
         self.apply_fn = learner.apply_fn
         self.search_fn = learner.search_fn  # the same search self-play runs
-        self._evaluations = 0
         self._compiled: dict[str, Any] = {}
         self._pending = None
         self.oracle_sets: dict[str, OracleSet] = {}
@@ -214,8 +221,9 @@ class Evaluator:
             self._compiled[name] = jax.jit(getattr(self, f"_{name}_impl"))
         return jax.device_get(self._compiled[name](params, key))
 
-    def evaluate(self, params, key) -> dict[str, Any]:
-        """Flat dict of `eval/...` metrics (oracle errors in percent), plus `eval/perfect`."""
+    def evaluate(self, params, key, *, arenas: bool = True) -> dict[str, Any]:
+        """Flat dict of `eval/...` metrics (oracle errors in percent), plus `eval/perfect`.
+        The arenas are played when `arenas` (the caller's schedule) or the oracle bar is met."""
         if self._pending is not None:  # the background set-up must be done
             self._compiled = self._pending.result()
             self._pending = None
@@ -234,9 +242,7 @@ class Evaluator:
             metrics["eval/oracle/raw_error"] = float(np.mean(raw_errors))
             metrics["eval/oracle/search_error"] = float(np.mean(search_errors))
         oracle_bar = bool(self.oracle_sets) and is_perfect(metrics, ())
-        scheduled = self._evaluations % self.config.eval.arena_every == 0
-        self._evaluations += 1
-        if self.opponents and (scheduled or oracle_bar):
+        if self.opponents and (arenas or oracle_bar):
             results = self._call("arena", params, k_arena)
             for name in self.opponents:
                 result = ArenaResult.from_outcomes(*results[name])

@@ -200,7 +200,7 @@ def train(config: ExperimentConfig, run_dir: str | Path, *, show_progress: bool 
           evaluator_factory=None) -> RunResult:
     """Trains (or resumes) `config` in `run_dir` until the budget is spent, on every device of
     every process (games and training batches split over them; see `azjax.parallel`)."""
-    from azjax.evaluation import Evaluator  # late: imports baselines and oracles
+    from azjax.evaluation import Evaluator, arenas_due  # late: imports baselines and oracles
 
     segment_start = time.perf_counter()
     run_dir = Path(run_dir)
@@ -312,8 +312,9 @@ def train(config: ExperimentConfig, run_dir: str | Path, *, show_progress: bool 
                     if accepted:  # a copy: the run state must not hold one buffer twice
                         state = state.replace(
                             selfplay_params=jax.tree.map(jnp.copy, state.train.params))
-                eval_metrics = evaluator.evaluate(host_params(state.train.params),
-                                                  jax.random.fold_in(eval_key, iteration))
+                eval_metrics = evaluator.evaluate(
+                    host_params(state.train.params), jax.random.fold_in(eval_key, iteration),
+                    arenas=arenas_due(config, iteration, last=budget_spent))
                 record.update(eval_metrics)
                 record["wall_s"] = wall_s()
                 perfect = bool(eval_metrics.get("eval/perfect", False))

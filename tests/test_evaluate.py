@@ -189,3 +189,16 @@ def test_training_evaluator_plays_each_opponent_its_games():
         counts = [metrics[f"eval/vs_{name}/{k}"] for k in ("wins", "draws", "losses")]
         assert sum(counts) == 40, (name, counts)
     assert metrics["eval/vs_mcts:32/score"] < metrics["eval/vs_random/score"]
+
+
+def test_arenas_follow_the_iteration_not_the_count_of_evaluations_since_a_resume():
+
+    from conftest import tiny_config
+
+    from azjax.config import EvalConfig
+    from azjax.evaluation import arenas_due
+
+    config = tiny_config(eval=EvalConfig(every_iterations=10, arena_every=5))
+    due = [i for i in range(0, 160, 10) if arenas_due(config, i, last=False)]
+    assert due == [0, 50, 100, 150]
+    assert arenas_due(config, 37, last=True)  # the run's last evaluation always plays them
