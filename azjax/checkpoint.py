@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -110,30 +111,43 @@ STORAGE_DTYPES = ("float32", "float16", "bfloat16")
 
 
 def save_model(directory: str | Path, params: Any, config: ExperimentConfig,
-               extra: dict[str, Any] | None = None, *, storage_dtype: str = "float32") -> Path:
-    """Writes a self-contained model (params + config + format version), atomically.
+               extra: dict[str, Any] | None = None, *, storage_dtype: str = "float32",
+               text_files: dict[str, str] | None = None) -> Path:
+    """Writes a self-contained model (params + config + format version), atomically: it is
+    written in full beside `directory`, then swapped in by renames, so a crash leaves either
+    the old model or the new one (at worst the old one under a hidden `.NAME.old-*` sibling).
 
     storage_dtype: the float params as written ("float16" halves a shipped model's size;
-    `load_model` casts them back to float32, so only their rounding remains).
+      `load_model` casts them back to float32, so only their rounding remains).
+    text_files: more files to write into the model, name -> text (e.g. its model card).
     """
     if storage_dtype not in STORAGE_DTYPES:
         raise ValueError(f"storage dtype {storage_dtype!r}: choose one of {STORAGE_DTYPES}")
     directory = Path(directory)
-    tmp = directory.with_name(directory.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    stored = jax.tree.map(lambda x: x.astype(storage_dtype)
-                          if np.issubdtype(x.dtype, np.floating) else x,
-                          jax.tree.map(np.asarray, jax.device_get(params)))
-    (tmp / _PARAMS_FILE).write_bytes(serialization.to_bytes(stored))
-    meta = {"format_version": MODEL_FORMAT_VERSION, "game": config.game,
-            "config": config_to_dict(config), **(extra or {})}
-    if storage_dtype != "float32":
-        meta["storage_dtype"] = storage_dtype
-    (tmp / _MODEL_JSON).write_text(json.dumps(meta, indent=2) + "\n")
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}.new-", dir=directory.parent))
+    try:
+        stored = jax.tree.map(lambda x: x.astype(storage_dtype)
+                              if np.issubdtype(x.dtype, np.floating) else x,
+                              jax.tree.map(np.asarray, jax.device_get(params)))
+        (tmp / _PARAMS_FILE).write_bytes(serialization.to_bytes(stored))
+        meta = {"format_version": MODEL_FORMAT_VERSION, "game": config.game,
+                "config": config_to_dict(config), **(extra or {})}
+        if storage_dtype != "float32":
+            meta["storage_dtype"] = storage_dtype
+        (tmp / _MODEL_JSON).write_text(json.dumps(meta, indent=2) + "\n")
+        for name, text in (text_files or {}).items():
+            (tmp / name).write_text(text)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    old = None
     if directory.exists():
-        shutil.rmtree(directory)
+        old = Path(tempfile.mkdtemp(prefix=f".{directory.name}.old-", dir=directory.parent))
+        os.replace(directory, old / directory.name)
     os.replace(tmp, directory)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
     return directory
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -56,17 +57,16 @@ def export_model(run_dir: str | Path, snapshot: str | None, to: str | Path, *,
     if evaluate is not None:
         # Measured from a staging copy: `to` (e.g. a shipped model) is replaced only once the
         # evaluation has succeeded.
-        staging = save_model(to.with_name(to.name + ".staging"), params, config, extra,
-                             storage_dtype=storage_dtype)
+        scratch = Path(tempfile.mkdtemp(prefix=f".{to.name}.staging-", dir=to.parent))
         try:
-            metrics = evaluate(staging)
+            metrics = evaluate(save_model(scratch / to.name, params, config, extra,
+                                          storage_dtype=storage_dtype))
         finally:
-            shutil.rmtree(staging, ignore_errors=True)
+            shutil.rmtree(scratch, ignore_errors=True)
         extra["training_eval"] = extra.pop("eval", None)
         extra["eval"] = {"eval/measured_at": "export", **metrics}
-    out = save_model(to, params, config, extra, storage_dtype=storage_dtype)
-    (out / "MODEL_CARD.md").write_text(_card(config, extra, storage_dtype))
-    return out
+    return save_model(to, params, config, extra, storage_dtype=storage_dtype,
+                      text_files={"MODEL_CARD.md": _card(config, extra, storage_dtype)})
 
 
 def _check_target(run_dir: Path, to: Path) -> None:

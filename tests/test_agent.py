@@ -162,6 +162,29 @@ def test_cli_export_replaces_nothing_but_an_earlier_export(tiny_run, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model", "notes"]
 
 
+def test_save_model_replaces_a_model_whole_or_not_at_all(agent, tmp_path):
+    """A failed write leaves the old model as it was and no scratch files beside it; a
+    successful one replaces it (params, model.json and extra files together)."""
+    from azjax.checkpoint import load_model, save_model
+
+    target = tmp_path / "model"
+    neighbour = tmp_path / "model.tmp"  # a user's file with the old scratch name is not touched
+    neighbour.mkdir()
+    save_model(target, agent.params, agent.config, {"tag": "old"},
+               text_files={"MODEL_CARD.md": "old card"})
+    before = sorted(p.name for p in tmp_path.iterdir())
+    with pytest.raises(OSError):  # fails while writing: a file name that cannot exist
+        save_model(target, agent.params, agent.config, {"tag": "new"},
+                   text_files={"no/such/dir.md": "x"})
+    assert sorted(p.name for p in tmp_path.iterdir()) == before == ["model", "model.tmp"]
+    assert load_model(target)[2]["tag"] == "old"
+    save_model(target, agent.params, agent.config, {"tag": "new"},
+               text_files={"MODEL_CARD.md": "new card"})
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model", "model.tmp"]
+    assert load_model(target)[2]["tag"] == "new"
+    assert (target / "MODEL_CARD.md").read_text() == "new card"
+
+
 def test_cli_errors_are_one_line(tmp_path):
     out = RUNNER.invoke(app, ["export", str(tmp_path), "7", "--to", str(tmp_path / "m")])
     assert out.exit_code == 2 and "error: no snapshot 7" in out.output
