@@ -49,6 +49,11 @@ def resolve_model_dir(spec: str | Path) -> Path:
         if not (shipped / "model.json").is_file():
             raise CheckpointError(f"no shipped model for {spec!r} in {MODELS_DIR}")
         return shipped
+    if str(spec) in envs.available():  # a directory here has the game's name
+        raise CheckpointError(
+            f"{path.resolve()} is neither a run dir (with snapshots/) nor a model dir (with "
+            f"model.json), and as a directory here it hides the shipped {spec!r} model: pass "
+            f"{MODELS_DIR / str(spec)} instead")
     raise CheckpointError(
         f"{spec!r} is neither a game id with a shipped model ({', '.join(envs.available())}), "
         "a run dir (with snapshots/), nor a model dir (with model.json)")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -65,7 +66,9 @@ class MetricsLogger:
         kept = [] if resume_iteration is None else [
             r for r in read_metrics(self.path) if r.get("iteration", 0) <= resume_iteration]
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        self.path.write_text("".join(json.dumps(r) + "\n" for r in kept))
+        scratch = self.path.with_name(self.path.name + ".tmp")  # a kill mid-write keeps the log
+        scratch.write_text("".join(json.dumps(r) + "\n" for r in kept))
+        os.replace(scratch, self.path)
         from tensorboardX import SummaryWriter
 
         self._writer = SummaryWriter(str(self.run_dir / "tensorboard"))

@@ -73,6 +73,13 @@ def test_load_errors_name_the_problem(tmp_path):
         Agent.load(bad)
 
 
+def test_a_directory_named_like_a_game_says_it_hides_the_shipped_model(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "tic_tac_toe").mkdir()
+    with pytest.raises(CheckpointError, match="hides the shipped 'tic_tac_toe' model: pass"):
+        Agent.load("tic_tac_toe")
+
+
 def test_cli_export_then_eval(tiny_run, tmp_path):
     run_dir, _ = tiny_run
     out = RUNNER.invoke(app, ["export", str(run_dir), "2", "--to", str(tmp_path / "model")])
