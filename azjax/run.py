@@ -271,10 +271,12 @@ def train(config: ExperimentConfig, run_dir: str | Path, *, show_progress: bool 
     stop_early = False  # the perfect-play bar met with budget.stop_when_perfect
     budget_spent = not _agreed(_budget_left(config, iteration, wall_s()))
     stop = _StopRequests()
+    state_is_whole = True  # False while an iteration holds `state`'s donated buffers
     try:
         stop.install()
         while not (budget_spent or stop_early or _agreed(stop.signal_name is not None)):
             step_start = time.perf_counter()
+            state_is_whole = False  # the iteration donates `state`'s buffers
             new_state, metrics = learner.iteration(state, jax.random.fold_in(train_key, iteration))
             if not math.isfinite(float(metrics.get("loss", 0.0))):
                 last = checkpointer.latest_iteration()
@@ -282,6 +284,7 @@ def train(config: ExperimentConfig, run_dir: str | Path, *, show_progress: bool 
                     f"loss is {metrics['loss']} at iteration {iteration + 1}; stopped. The last "
                     f"good checkpoint ({'none' if last is None else f'iteration {last}'}) is kept.")
             state, iteration = new_state, iteration + 1
+            state_is_whole = True
             finished = max(int(metrics["selfplay/games_finished"]), 1)
             record = {"iteration": iteration, "wall_s": wall_s(),
                       "positions": iteration * positions_per_iteration,
@@ -343,6 +346,18 @@ def train(config: ExperimentConfig, run_dir: str | Path, *, show_progress: bool 
             bar.update(record["wall_s"] - bar.n if by_wall else 1)
         if checkpointer.latest_iteration() != iteration:
             save(state)
+    except Exception as error:
+        # An error between iterations (an evaluation, a snapshot, a plot) keeps the iterations
+        # done since the last checkpoint. Not after a NaN loss (the last good checkpoint is the
+        # one to keep), nor with several processes (saving is collective).
+        if (state_is_whole and not isinstance(error, TrainingError)
+                and jax.process_count() == 1 and checkpointer.latest_iteration() != iteration):
+            try:
+                save(state)
+                tqdm.write(f"checkpointed iteration {iteration} before stopping on the error")
+            except Exception:  # the original error is the one to report
+                pass
+        raise
     finally:
         stop.restore()
         plotter.close()

@@ -145,6 +145,25 @@ def test_a_nan_loss_stops_with_a_clear_error_and_keeps_the_last_checkpoint(tmp_p
     assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["2"]
 
 
+def test_an_evaluation_error_keeps_the_iterations_done_since_the_last_checkpoint(tmp_path):
+    class BrokenEvaluator:  # e.g. an oracle file found corrupt when first read
+        def __init__(self, *args, **kwargs):
+            self.opponents = {}
+
+        def evaluate(self, *args, **kwargs):
+            raise RuntimeError("oracle file is corrupt")
+
+    config = _with_budget(dataclasses.replace(
+        CONFIG, checkpoint=CheckpointConfig(every_iterations=100, keep=2)), 4)
+    with pytest.raises(RuntimeError, match="oracle file is corrupt"):
+        train(config, tmp_path, show_progress=False, evaluator_factory=BrokenEvaluator)
+    from azjax.checkpoint import RunCheckpointer
+
+    checkpointer = RunCheckpointer(tmp_path, keep=2)
+    assert checkpointer.latest_iteration() == config.eval.every_iterations  # not none
+    checkpointer.close()
+
+
 def test_a_run_killed_before_its_first_checkpoint_is_not_mixed_into_a_new_one(tmp_path):
     (tmp_path / "snapshots" / "2").mkdir(parents=True)
     metrics = '{"event": "start", "iteration": 0}\n{"iteration": 1, "loss": 1.0}\n'
