@@ -203,7 +203,8 @@ def _split_arena_jit(env: Env, player_a: Player, player_b: Player, num_games: in
         returns, bad_a, bad_b = run_arena(
             key, env=env, player_a=player_a, player_b=player_b, num_games=per_device,
             max_steps=max_steps, first_game=device * per_device, total_games=num_games,
-            player_key=_derive_key(key, jnp.uint32(0xFFFFFFFF) - device.astype(jnp.uint32)),
+            # A counter range of its own: below it the games' starts, above it the openings' seed.
+            player_key=_derive_key(key, jnp.uint32(0x80000000) + device.astype(jnp.uint32)),
             opening_plies=opening_plies)
         return returns, bad_a[None], bad_b[None]
 
