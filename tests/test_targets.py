@@ -112,8 +112,8 @@ def test_opening_positions_have_no_value_loss():
 
 
 def test_selfplay_emits_every_position_exactly_once():
-    """Observations carry a unique id per (chunk, step, game); across many chunks each played
-    position is emitted once, and only after its game ended."""
+    """Each played position, named by (chunk, step, game) through the emit window's layout, is
+    emitted once across many chunks, with the observation and policy recorded at that step."""
     config = tiny_config()
     env = envs.make(config.game)
     _, apply = make_network(config.network, env.num_actions)
@@ -139,6 +139,15 @@ def test_selfplay_emits_every_position_exactly_once():
                for t, bb in zip(window_t, b, strict=True)}
         assert not ids & seen, "a position was emitted twice"
         assert all(c >= 0 for c, _, _ in ids), "an empty window record was emitted"
+        # What was emitted is what was recorded at that (chunk, step, game).
+        window = jax.tree.map(lambda old, new: np.concatenate([old, new]),
+                              previous.previous, state.previous)  # [2T, B]
+        flat_obs = np.asarray(positions.observation).reshape(batch, 2 * t_len, -1)
+        flat_policy = np.asarray(positions.policy).reshape(batch, 2 * t_len, -1)
+        for t, bb in zip(window_t, b, strict=True):
+            np.testing.assert_array_equal(flat_obs[bb, t],
+                                          np.asarray(window.observation[t, bb]).reshape(-1))
+            np.testing.assert_array_equal(flat_policy[bb, t], np.asarray(window.policy[t, bb]))
         seen |= ids
         del previous
     unfinished = int(np.sum(~np.asarray(state.previous_emitted)))
