@@ -18,7 +18,7 @@ import numpy as np
 from azjax import baselines
 from azjax.config import ConfigError, ExperimentConfig
 from azjax.evaluate import PAIRED_OPENING_PLIES, ArenaResult, elo_difference, run_arena
-from azjax.oracle import OracleSet, has_oracle, load_oracle, wrong_moves
+from azjax.oracle import OracleSet, has_oracle, load_oracle, oracle_files, wrong_moves
 from azjax.search import masked_logits
 from envs.core import Env
 
@@ -111,11 +111,13 @@ class Evaluator:
         self._compiled: dict[str, Any] = {}
         self._pending = None
         self.oracle_sets: dict[str, OracleSet] = {}
-        if config.eval.oracle and config.eval.oracle_dir and has_oracle(env) \
-                and not Path(config.eval.oracle_dir).is_dir():
+        if config.eval.oracle and config.eval.oracle_dir and has_oracle(env):
             # Checked now: the oracle itself loads in the background, first read at the first
             # evaluation, and a typo should not cost the iterations before it.
-            raise ConfigError(f"eval.oracle_dir: no directory {config.eval.oracle_dir}")
+            try:
+                oracle_files(env, config.eval.oracle_dir)
+            except FileNotFoundError as error:
+                raise ConfigError(f"eval.oracle_dir: {error}") from None
         if params_example is None:
             self.oracle_sets = self._load_oracle_sets()
         else:  # load the oracle and compile in the background while training starts

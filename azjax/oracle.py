@@ -35,6 +35,7 @@ __all__ = [
     "OracleRecord",
     "OracleSet",
     "load_oracle",
+    "oracle_files",
     "oracle_player",
     "read_oracle_file",
     "score_player",
@@ -411,8 +412,13 @@ def _load_minimax(env: Env) -> dict[str, OracleSet]:
     return _build_sets(env, {"positions": ("All positions (minimax)", list(solve_tic_tac_toe()))})
 
 
-@functools.cache
-def _load_files(env: Env, directory: str) -> dict[str, OracleSet]:
+def oracle_files(env: Env, directory: str | Path) -> list[Path]:
+    """The game's oracle files in `directory` (or in its sub-folder named for the game): a
+    cheap check, without reading them, that a run can make before it starts.
+
+    Raises:
+      FileNotFoundError: a missing directory, or one without the game's oracle files.
+    """
     fmt = _FORMATS[env.name]
     folder = Path(directory)
     if not folder.is_dir():
@@ -423,6 +429,13 @@ def _load_files(env: Env, directory: str) -> dict[str, OracleSet]:
         files = sorted(folder.glob(fmt.pattern))
     if not files:
         raise FileNotFoundError(f"no {fmt.pattern} files in {folder} ({env.name} oracle)")
+    return files
+
+
+@functools.cache
+def _load_files(env: Env, directory: str) -> dict[str, OracleSet]:
+    fmt = _FORMATS[env.name]
+    files = oracle_files(env, directory)
     groups = {
         f.stem: (
             fmt.titles.get(f.stem, f.stem),

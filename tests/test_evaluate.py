@@ -202,3 +202,16 @@ def test_arenas_follow_the_iteration_not_the_count_of_evaluations_since_a_resume
     due = [i for i in range(0, 160, 10) if arenas_due(config, i, last=False)]
     assert due == [0, 50, 100, 150]
     assert arenas_due(config, 37, last=True)  # the run's last evaluation always plays them
+
+
+def test_an_oracle_dir_without_the_games_files_is_refused_before_training(tmp_path):
+    from conftest import tiny_config
+
+    from azjax.config import ConfigError, EvalConfig
+    from azjax.evaluation import Evaluator
+    from azjax.train import Learner
+
+    (tmp_path / "notes.txt").write_text("not an oracle")
+    config = tiny_config(eval=EvalConfig(oracle=True, oracle_dir=str(tmp_path)))
+    with pytest.raises(ConfigError, match=r"eval.oracle_dir: no \*.jsonl files in"):
+        Evaluator(TTT, config, Learner(TTT, config), params_example={})
