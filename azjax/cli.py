@@ -176,6 +176,23 @@ def _ladder(run_dir: str, against: list[str], games: int, simulations: int | Non
 
 
 @app.command()
+def report(
+    run_dir: Annotated[Path, typer.Argument(help="A training run dir")],
+    every: Annotated[int, typer.Option(
+        help="Every N-th evaluation (the last one always)")] = 1,
+    last: Annotated[int | None, typer.Option(help="Only the last N rows")] = None,
+) -> None:
+    """Print a run's evaluations as a Markdown table: oracle errors per set (raw / search),
+    their mean and arena scores, against iteration, wall_s and positions."""
+    from azjax.report import report_table
+
+    try:
+        typer.echo(report_table(run_dir, every=every, last=last))
+    except _user_errors() as error:
+        _fail(error)
+
+
+@app.command()
 def export(
     run_dir: Annotated[Path, typer.Argument(help="A training run dir")],
     snapshot: Annotated[str | None, typer.Argument(

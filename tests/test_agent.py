@@ -192,6 +192,22 @@ def test_save_model_replaces_a_model_whole_or_not_at_all(agent, tmp_path):
     assert (target / "MODEL_CARD.md").read_text() == "new card"
 
 
+def test_cli_report_tabulates_every_evaluation_of_a_run(tiny_run):
+    run_dir, _ = tiny_run
+    result = RUNNER.invoke(app, ["report", str(run_dir)])
+    assert result.exit_code == 0, result.output
+    lines = result.output.strip().splitlines()
+    assert lines[0] == ("| iteration | `wall_s` | positions | mean (raw / search) | "
+                        "vs random |")
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    second = next(r for r in records if r.get("iteration") == 2 and "loss" in r)
+    assert [line.split(" | ")[0] for line in lines[2:]] == ["| 0", "| 2", "| 4"]
+    assert lines[3].split(" | ")[3] == (f"{second['eval/oracle/raw_error']:.1f} / "
+                                        f"{second['eval/oracle/search_error']:.1f}")
+    assert lines[3].split(" | ")[4] == f"{second['eval/vs_random/score']:.3f} |"
+    assert RUNNER.invoke(app, ["report", str(run_dir), "--last", "1"]).output.count("\n") == 3
+
+
 def test_cli_errors_are_one_line(tmp_path):
     out = RUNNER.invoke(app, ["export", str(tmp_path), "7", "--to", str(tmp_path / "m")])
     assert out.exit_code == 2 and "error: no snapshot 7" in out.output

@@ -1,0 +1,92 @@
+"""A run's evaluations as one Markdown table, read from its `metrics.jsonl` (`azjax report`).
+
+One row per evaluation: iteration, `wall_s`, positions, each oracle set's raw / search error
+(set names from the game's oracle, e.g. End-Easy), their mean, and each arena's score. What the
+docs' per-run tables are made of, without copying numbers by hand.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from azjax.metrics import read_metrics
+from azjax.oracle import in_set_order, set_titles
+
+_SET_PREFIX = "eval/oracle/set/"
+
+
+def evaluation_records(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The records that carry an evaluation, the untrained baseline (logged under
+    `untrained/`) first as iteration 0, each iteration once (a resumed run's redone ones: the
+    last)."""
+    by_iteration: dict[int, dict[str, Any]] = {}
+    for record in records:
+        if any(k.startswith("untrained/") for k in record):  # logged late; trained for 0 s
+            record = {**{k.replace("untrained/", "eval/", 1): v for k, v in record.items()},
+                      "wall_s": 0.0, "positions": 0}
+        if any(k.startswith("eval/") for k in record) and "iteration" in record:
+            by_iteration[int(record["iteration"])] = record
+    return [by_iteration[i] for i in sorted(by_iteration)]
+
+
+def report_table(run_dir: str | Path, *, every: int = 1, last: int | None = None) -> str:
+    """The Markdown table of a run's evaluations: every `every`-th one (the last always kept),
+    or only the `last` ones.
+
+    Raises:
+      FileNotFoundError: no metrics.jsonl in `run_dir`.
+      ValueError: `every` < 1, or a run with no evaluation logged yet.
+    """
+    path = Path(run_dir) / "metrics.jsonl"
+    if not path.is_file():
+        raise FileNotFoundError(f"no metrics.jsonl in {run_dir} (is it a run dir?)")
+    if every < 1:
+        raise ValueError(f"every must be >= 1, got {every}")
+    records = read_metrics(path)
+    rows = evaluation_records(records)
+    if not rows:
+        raise ValueError(f"{run_dir}: no evaluation logged yet")
+    rows = [r for i, r in enumerate(rows) if i % every == 0 or i == len(rows) - 1]
+    if last is not None:
+        rows = rows[-last:]
+    game = _game_of(run_dir)
+    names = {k[len(_SET_PREFIX):].rsplit("/", 1)[0] for r in rows for k in r
+             if k.startswith(_SET_PREFIX)}
+    sets = in_set_order(game or "", names)
+    titles = set_titles(game or "")
+    oracle = any("eval/oracle/raw_error" in r for r in rows)
+    arenas = sorted({k.split("/")[1][3:] for r in rows for k in r
+                     if k.startswith("eval/vs_") and k.endswith("/score")})
+    header = ["iteration", "`wall_s`", "positions"]
+    header += [titles.get(name, name) for name in sets]
+    header += ["mean (raw / search)"] if oracle else []
+    header += [f"vs {name}" for name in arenas]
+    lines = ["| " + " | ".join(header) + " |",
+             "|" + "|".join("---:" if i < 3 else "---" for i in range(len(header))) + "|"]
+    for r in rows:
+        cells = [str(r["iteration"]), f"{r.get('wall_s', 0):,.0f}",
+                 f"{int(r['positions']):,}" if "positions" in r else ""]
+        cells += [_pair(r, f"{_SET_PREFIX}{name}/raw", f"{_SET_PREFIX}{name}/search")
+                  for name in sets]
+        if oracle:
+            cells.append(_pair(r, "eval/oracle/raw_error", "eval/oracle/search_error"))
+        cells += [f"{r[f'eval/vs_{name}/score']:.3f}" if f"eval/vs_{name}/score" in r else ""
+                  for name in arenas]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _pair(record: dict[str, Any], raw: str, search: str) -> str:
+    if raw not in record:
+        return ""
+    return f"{record[raw]:.1f} / {record[search]:.1f}"
+
+
+def _game_of(run_dir: str | Path) -> str | None:
+    import yaml
+
+    config = Path(run_dir) / "config.yaml"
+    if not config.is_file():
+        return None
+    return (yaml.safe_load(config.read_text()) or {}).get("game")
