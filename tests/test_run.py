@@ -183,8 +183,8 @@ def test_the_perfect_play_bar_ends_the_run_only_when_asked(tmp_path, monkeypatch
 
     real_evaluate = Evaluator.evaluate
     monkeypatch.setattr(Evaluator, "evaluate",
-                        lambda self, params, key: {**real_evaluate(self, params, key),
-                                                   "eval/perfect": True})
+                        lambda self, params, key, **kwargs: {
+                            **real_evaluate(self, params, key, **kwargs), "eval/perfect": True})
     config = dataclasses.replace(CONFIG, budget=BudgetConfig(
         max_iterations=4, stop_when_perfect=stop_when_perfect))
     result = train(config, tmp_path, show_progress=False)
