@@ -273,7 +273,8 @@ def main() -> None:
     net = config.network
     print(f"machine: {machine()}")
     print(f"load average (1/5/15 min): before the timed rounds {load_before}; after {load_after}")
-    print(f"config: {source}; network {net.kind} {net.channels}x{net.blocks} "
+    size = net.width if net.kind == "resmlp" else net.channels
+    print(f"config: {source}; network {net.kind} {size}x{net.blocks} "
           f"({params_count:,} parameters, {flops / 1e6:.2f} MFLOP per evaluation)")
     print(f"search: {algo}, num_simulations={sims}{extra}, qtransform={search.qtransform}")
     print(f"chunk: {steps} steps x {batch} games = {positions:,} positions, {evals} network "
