@@ -36,6 +36,14 @@ def machine_description() -> str:
     return f"{cpu}, {os.cpu_count()} cores, jax {jax.__version__} ({jax.default_backend()})"
 
 
+def run_game(run_dir: str | Path) -> str:
+    """The game id a run dir's `config.yaml` names ("" when there is none)."""
+    import yaml
+
+    config = Path(run_dir) / "config.yaml"
+    return (yaml.safe_load(config.read_text()) or {}).get("game", "") if config.is_file() else ""
+
+
 def read_metrics(path: str | Path) -> list[dict[str, Any]]:
     path = Path(path)
     if not path.is_file():
@@ -150,7 +158,6 @@ def _plot_oracle_sets(run_dir: Path, records: list[dict[str, Any]]) -> Path | No
     """oracle.png: one panel per oracle set (raw network dashed, search solid) against wall_s,
     for games scored on several sets (connect four: Pascal Pons's six)."""
     import matplotlib.pyplot as plt
-    import yaml
 
     from azjax.oracle import in_set_order, set_titles
 
@@ -158,8 +165,7 @@ def _plot_oracle_sets(run_dir: Path, records: list[dict[str, Any]]) -> Path | No
                     if k.startswith("eval/oracle/set/")})
     if not names:
         return None
-    config = run_dir / "config.yaml"
-    game = (yaml.safe_load(config.read_text()) or {}).get("game", "") if config.is_file() else ""
+    game = run_game(run_dir)
     titles = set_titles(game)
     names = in_set_order(game, names)
     columns = min(3, len(names))

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from azjax.metrics import read_metrics
+from azjax.metrics import read_metrics, run_game
 from azjax.oracle import in_set_order, set_titles
 
 _SET_PREFIX = "eval/oracle/set/"
@@ -50,11 +50,11 @@ def report_table(run_dir: str | Path, *, every: int = 1, last: int | None = None
     rows = [r for i, r in enumerate(rows) if i % every == 0 or i == len(rows) - 1]
     if last is not None:
         rows = rows[-last:]
-    game = _game_of(run_dir)
+    game = run_game(run_dir)
     names = {k[len(_SET_PREFIX):].rsplit("/", 1)[0] for r in rows for k in r
              if k.startswith(_SET_PREFIX)}
-    sets = in_set_order(game or "", names)
-    titles = set_titles(game or "")
+    sets = in_set_order(game, names)
+    titles = set_titles(game)
     oracle = any("eval/oracle/raw_error" in r for r in rows)
     arenas = sorted({k.split("/")[1][3:] for r in rows for k in r
                      if k.startswith("eval/vs_") and k.endswith("/score")})
@@ -82,11 +82,3 @@ def _pair(record: dict[str, Any], raw: str, search: str) -> str:
         return ""
     return f"{record[raw]:.1f} / {record[search]:.1f}"
 
-
-def _game_of(run_dir: str | Path) -> str | None:
-    import yaml
-
-    config = Path(run_dir) / "config.yaml"
-    if not config.is_file():
-        return None
-    return (yaml.safe_load(config.read_text()) or {}).get("game")
