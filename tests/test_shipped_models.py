@@ -59,11 +59,14 @@ def test_shipped_model_matches_its_card(game):
             assert abs(raw_pct - card_raw) < 7 and abs(search_pct - card_search) < 7
 
 
-def _check_arena_against_random(agent, card, num_games: int = 10):
+def _check_arena_against_random(agent, card, num_games: int = 10,
+                                max_simulations: int = 64):
     """A game without an oracle: its card's score against random, re-measured on a few games
-    (both colours) with the model's default simulations."""
+    (both colours) with the model's default simulations, capped at `max_simulations`: random
+    tests the network more than the search, and draughts' 256 took 100 s of the suite."""
     assert "eval/vs_random/score" in card, "a model card without an oracle must score vs random"
-    me = search_player(agent._search_fn, agent.params, agent.num_simulations)
+    me = search_player(agent._search_fn, agent.params,
+                       min(agent.num_simulations, max_simulations))
     result = play_arena(agent.env, me, random_player(agent.env), key=jax.random.PRNGKey(1),
                         num_games=num_games)
     # 10 games: a card at 1.0 that lost even a quarter of its games would show here.
