@@ -23,7 +23,7 @@ from azjax.baselines import Player, _derive_key, _hash_choice, _seeds
 from azjax.parallel import AXIS, make_mesh
 from envs.core import Env
 
-__all__ = ["ArenaResult", "elo_difference", "play_arena", "run_arena"]
+__all__ = ["ArenaResult", "arena_devices", "elo_difference", "play_arena", "run_arena"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -217,6 +217,14 @@ def _split_arena_jit(env: Env, player_a: Player, player_b: Player, num_games: in
     return jax.jit(split)
 
 
+def arena_devices(num_games: int, devices: list | None = None) -> tuple:
+    """The devices `play_arena` plays `num_games` on: all of `devices` (default: this process's)
+    when there are several and they divide the games evenly, else only the first. Results
+    repeat only on the same count (each device draws its own random numbers)."""
+    devices = tuple(jax.local_devices() if devices is None else devices)
+    return devices if len(devices) > 1 and num_games % len(devices) == 0 else devices[:1]
+
+
 def play_arena(
     env: Env,
     player_a: Player,
@@ -249,8 +257,8 @@ def play_arena(
         raise ValueError(f"num_games must be >= 1, got {num_games}")
     if max_steps is None:
         max_steps = getattr(env, "max_game_length", 0) or 10_000
-    devices = tuple(jax.local_devices() if devices is None else devices)
-    if len(devices) > 1 and num_games % len(devices) == 0:
+    devices = arena_devices(num_games, devices)
+    if len(devices) > 1:
         outcomes = _split_arena_jit(env, player_a, player_b, num_games, devices,
                                     opening_plies)(key, jnp.int32(max_steps))
     else:

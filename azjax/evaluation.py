@@ -291,7 +291,7 @@ def measure_agent(agent: Any, *, against: list[str], oracle: str | None, games: 
     the human-readable lines `azjax eval` prints.
     """
     from azjax.agent import Agent
-    from azjax.evaluate import play_arena
+    from azjax.evaluate import arena_devices, play_arena
 
     env = agent.env
     sims = num_simulations or agent.num_simulations
@@ -328,6 +328,8 @@ def measure_agent(agent: Any, *, against: list[str], oracle: str | None, games: 
         metrics["eval/oracle/raw_error"] = float(np.mean(raw_errors))
         metrics["eval/oracle/search_error"] = float(np.mean(search_errors))
     me = search_player(agent._search_fn, params, sims)
+    if against:  # the count of devices is part of what makes an arena's result repeatable
+        metrics["eval/arena_devices"] = len(arena_devices(games))
     for name in against or (["random", "greedy"] if oracle is None else []):
         if name in ("random", "greedy") or name.startswith("mcts:"):
             opponent, opening_plies = make_opponent(env, name), 0

@@ -111,6 +111,7 @@ def test_cli_export_measures_the_model_for_its_card(tiny_run, tmp_path):
     assert meta["num_simulations"] == 8
     card = meta["eval"]
     assert card["eval/measured_at"] == "export" and card["eval/num_simulations"] == 8
+    assert card["eval/arena_devices"] == jax.local_device_count()  # 10 games divide over 1 device
     assert card["eval/vs_random/wins"] + card["eval/vs_random/draws"] \
         + card["eval/vs_random/losses"] == 10
     assert "eval/oracle/search_error" in meta["training_eval"]
