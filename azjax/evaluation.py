@@ -328,9 +328,10 @@ def measure_agent(agent: Any, *, against: list[str], oracle: str | None, games: 
         metrics["eval/oracle/raw_error"] = float(np.mean(raw_errors))
         metrics["eval/oracle/search_error"] = float(np.mean(search_errors))
     me = search_player(agent._search_fn, params, sims)
-    if against:  # the count of devices is part of what makes an arena's result repeatable
+    opponents = against or (["random", "greedy"] if oracle is None else [])
+    if opponents:  # the count of devices is part of what makes an arena's result repeatable
         metrics["eval/arena_devices"] = len(arena_devices(games))
-    for name in against or (["random", "greedy"] if oracle is None else []):
+    for name in opponents:
         if name in ("random", "greedy") or name.startswith("mcts:"):
             opponent, opening_plies = make_opponent(env, name), 0
         else:
