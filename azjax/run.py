@@ -196,6 +196,31 @@ def _agreed(flag: bool) -> bool:
     return bool(multihost_utils.broadcast_one_to_all(np.int32(flag)))
 
 
+def _bar_counts_wall(config: ExperimentConfig) -> bool:
+    return not config.budget.max_iterations and bool(config.budget.max_wall_s)
+
+
+def _progress_bar(config: ExperimentConfig, iteration: int, wall: float, *, enabled: bool,
+                  desc: str, file: Any = None) -> tqdm:
+    """The training bar: it counts toward the budget, wall seconds (with an ETA) when only
+    `budget.max_wall_s` caps the run, else iterations."""
+    by_wall = _bar_counts_wall(config)
+    wall_format = ("{desc}: {percentage:3.0f}%|{bar}| {n:.0f}/{total:.0f} s "
+                   "[{elapsed}<{remaining}{postfix}]")
+    return tqdm(total=config.budget.max_wall_s if by_wall else (config.budget.max_iterations
+                                                                or None),
+                initial=min(round(wall), config.budget.max_wall_s) if by_wall else iteration,
+                unit="s" if by_wall else "it", disable=not enabled, desc=desc,
+                dynamic_ncols=True, file=file, bar_format=wall_format if by_wall else None)
+
+
+def _advance(bar: tqdm, count: float) -> None:
+    """Moves the bar to `count`, held at its total: tqdm drops a total that `n` overshoots,
+    and the wall-seconds format cannot print a missing total (the last iteration ends past
+    the budget)."""
+    bar.update((min(count, bar.total) if bar.total else count) - bar.n)
+
+
 def train(config: ExperimentConfig, run_dir: str | Path, *, show_progress: bool = True,
           evaluator_factory=None) -> RunResult:
     """Trains (or resumes) `config` in `run_dir` until the budget is spent, on every device of
@@ -256,16 +281,9 @@ def train(config: ExperimentConfig, run_dir: str | Path, *, show_progress: bool 
     # compiled in the background), for comparison; the state itself is donated, hence a copy.
     untrained = (host_params(jax.tree.map(jnp.copy, state.train.params)) if resume is None
                  else None)
-    # The bar counts toward the budget: iterations if capped, else wall seconds (ETA to it).
-    by_wall = not config.budget.max_iterations and bool(config.budget.max_wall_s)
-    wall_format = ("{desc}: {percentage:3.0f}%|{bar}| {n:.0f}/{total:.0f} s "
-                   "[{elapsed}<{remaining}{postfix}]")
-    bar = tqdm(total=config.budget.max_wall_s if by_wall else (config.budget.max_iterations
-                                                               or None),
-               initial=round(wall_s()) if by_wall else iteration, unit="s" if by_wall else "it",
-               disable=not (show_progress and is_main), desc=f"train {config.game}",
-               dynamic_ncols=True,
-               bar_format=wall_format if by_wall else None)
+    by_wall = _bar_counts_wall(config)
+    bar = _progress_bar(config, iteration, wall_s(),
+                        enabled=show_progress and is_main, desc=f"train {config.game}")
     plotter = _BackgroundPlotter()
     last_record: dict[str, Any] = {}
     stop_early = False  # the perfect-play bar met with budget.stop_when_perfect
@@ -343,7 +361,7 @@ def train(config: ExperimentConfig, run_dir: str | Path, *, show_progress: bool 
             bar.set_postfix(pos_s=f"{record['positions_per_s']:.0f}",
                             loss=f"{record.get('loss', float('nan')):.3f}",
                             wall=f"{record['wall_s']:.0f}s")
-            bar.update(record["wall_s"] - bar.n if by_wall else 1)
+            _advance(bar, record["wall_s"] if by_wall else iteration)
         if checkpointer.latest_iteration() != iteration:
             save(state)
     except Exception as error:

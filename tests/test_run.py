@@ -321,3 +321,21 @@ def test_gating_keeps_selfplay_on_the_best_params(tmp_path):
     gates = [r for r in map(json.loads, (tmp_path / "metrics.jsonl").read_text().splitlines())
              if "gating/score" in r]
     assert result.iterations == 2 and len(gates) == 1 and gates[0]["gating/accepted"] is True
+
+
+def test_the_wall_seconds_bar_closes_when_the_last_iteration_overshoots_the_budget():
+    # The last iteration ends past `budget.max_wall_s`; tqdm then drops the bar's total, which
+    # the wall-seconds format once failed to print, raising from `train`'s cleanup (seen on a
+    # GPU run that had finished its budget).
+    import io
+
+    from azjax.run import _advance, _progress_bar
+
+    config = dataclasses.replace(CONFIG, budget=BudgetConfig(max_wall_s=60))
+    out = io.StringIO()
+    bar = _progress_bar(config, 0, 0.0, enabled=True, desc="train", file=out)
+    _advance(bar, 30.4)
+    _advance(bar, 61.7)
+    bar.close()
+    assert bar.n == 60
+    assert "100%" in out.getvalue() and "60/60 s" in out.getvalue()
