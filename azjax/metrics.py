@@ -19,7 +19,8 @@ _CURVES = (  # (title, metric keys) per panel of curves.png
 
 
 def machine_description() -> str:
-    """`<CPU model>, <n> cores, jax <version> (<backend>)`, for model cards and benchmarks."""
+    """`<CPU model>, <n> cores, jax <version> (<backend>)`, for model cards and benchmarks;
+    on an accelerator, `(gpu: <n> x <device kind>)` names it."""
     import os
     import platform
 
@@ -33,7 +34,11 @@ def machine_description() -> str:
                 break
     except OSError:
         pass
-    return f"{cpu}, {os.cpu_count()} cores, jax {jax.__version__} ({jax.default_backend()})"
+    backend = jax.default_backend()
+    if backend != "cpu":
+        devices = jax.devices()
+        backend = f"{backend}: {len(devices)} x {devices[0].device_kind}"
+    return f"{cpu}, {os.cpu_count()} cores, jax {jax.__version__} ({backend})"
 
 
 def run_game(run_dir: str | Path) -> str:

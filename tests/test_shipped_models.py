@@ -56,7 +56,17 @@ def test_shipped_model_matches_its_card(game):
             assert raw_pct == pytest.approx(card_raw, abs=1e-9)
             assert search_pct == pytest.approx(card_search, abs=1e-9)
         else:  # a subset: within sampling noise of the card's figure
-            assert abs(raw_pct - card_raw) < 7 and abs(search_pct - card_search) < 7
+            assert abs(raw_pct - card_raw) <= _noise_pct(card_raw, count), (name, raw_pct)
+            assert abs(search_pct - card_search) <= _noise_pct(card_search, count), (
+                name, search_pct)
+
+
+def _noise_pct(card_pct: float, count: int) -> float:
+    """Three binomial standard deviations of an error rate re-measured on `count` positions
+    (in points), and at least 2 points: the card's rate is measured on the whole set, and
+    float16 params or another backend may flip a near-tie or two."""
+    p = card_pct / 100
+    return max(2.0, 300 * (p * (1 - p) / count) ** 0.5)
 
 
 def _check_arena_against_random(agent, card, num_games: int = 10,
