@@ -1,0 +1,88 @@
+"""Oracle error per set for several runs on one figure, against positions or wall_s.
+
+    python experiments/plot_oracle_runs.py runs/c4_cpu=CPU runs/c4_gpu=H100 \
+        --x positions --out docs/connect-four-cpu-vs-gpu.png
+
+Each argument is a run dir (its metrics.jsonl and config.yaml), optionally `=label`. One
+panel per oracle set, search error solid and raw network dashed, log-scaled x; for connect
+four the per-set targets of issue 4 (AlphaZero.jl's published errors) are drawn as lines.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from azjax.metrics import read_metrics, run_game  # noqa: E402
+from azjax.oracle import in_set_order, set_titles  # noqa: E402
+
+# Issue 4's bars (search errors, %), by Pons set.
+TARGETS = {"connect_four": {"Test_L3_R1": 0.5, "Test_L2_R1": 0.5, "Test_L2_R2": 2.5,
+                            "Test_L1_R1": 0.5, "Test_L1_R2": 2.0, "Test_L1_R3": 7.0}}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("runs", nargs="+", help="RUN_DIR or RUN_DIR=LABEL")
+    parser.add_argument("--x", choices=["positions", "wall_s"], default="positions")
+    parser.add_argument("--out", required=True, help="PNG to write")
+    args = parser.parse_args()
+
+    runs = []
+    for spec in args.runs:
+        path, _, label = spec.partition("=")
+        records = [r for r in read_metrics(Path(path) / "metrics.jsonl")
+                   if "eval/oracle/search_error" in r and r.get(args.x)]
+        if not records:
+            parser.error(f"{path}: no oracle evaluations with {args.x!r} in metrics.jsonl")
+        runs.append((label or Path(path).name, run_game(path), records))
+    games = {game for _, game, _ in runs}
+    if len(games) != 1:
+        parser.error(f"the runs are of different games: {sorted(games)}")
+    game = games.pop()
+    names = in_set_order(game, {k.split("/")[3] for _, _, records in runs for r in records
+                                for k in r if k.startswith("eval/oracle/set/")})
+    titles, targets = set_titles(game), TARGETS.get(game, {})
+
+    columns = min(3, len(names))
+    rows = math.ceil(len(names) / columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(4.4 * columns, 3.4 * rows),
+                             squeeze=False, sharex=True)
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for ax, name in zip(axes.flat, names, strict=False):
+        for (label, _, records), colour in zip(runs, colours, strict=False):
+            for kind, style in (("search", "-"), ("raw", ":")):
+                key = f"eval/oracle/set/{name}/{kind}"
+                points = [(r[args.x], r[key]) for r in records if key in r]
+                if points:
+                    xs, ys = zip(*points, strict=True)
+                    ax.plot(xs, ys, style, color=colour, lw=1.3,
+                            label=f"{label} {kind}" if name == names[0] else None)
+        if name in targets:
+            ax.axhline(targets[name], color="black", lw=0.8, ls="--")
+        ax.set_title(f"{titles.get(name, name)} ({name})", fontsize=10)
+        ax.set_xscale("log")
+        ax.set_ylim(0, 30)
+        ax.grid(alpha=0.3, which="both")
+    for ax in axes.flat[len(names):]:
+        ax.axis("off")
+    for ax in axes[-1]:
+        ax.set_xlabel("self-play positions" if args.x == "positions" else "wall_s")
+    for ax in axes[:, 0]:
+        ax.set_ylabel("error (%)")
+    fig.legend(loc="lower center", ncol=2 * len(runs), fontsize=8)
+    fig.suptitle(f"{game}: oracle error per set (search solid, raw network dotted"
+                 + ("; dashed: issue 4's target)" if targets else ")"))
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
+    fig.savefig(args.out, dpi=90)
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
