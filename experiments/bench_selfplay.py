@@ -46,6 +46,11 @@ from azjax.selfplay import init_selfplay, make_selfplay, resolve_lengths
 
 DEFAULT_CONFIG = Path(__file__).with_name("connect_four.yaml")
 PEAK_GFLOPS = 115.0  # this 2-core CPU's fp32 matmul peak, measured
+
+
+def _of_peak(gflops: float) -> str:
+    """Share of the CPU's peak; blank on an accelerator, whose peak is not that figure."""
+    return f"{100 * gflops / PEAK_GFLOPS:>6.1f}%" if jax.default_backend() == "cpu" else f"{'-':>7}"
 _ILLEGAL = -1e9
 
 
@@ -311,16 +316,16 @@ def print_table(wall, cpu, compile_s, *, positions, evals, flops, net_evals, net
         ev_s = pos_s * evals
         gflops = ev_s * flops / 1e9
         print(f"| {label:<34} | {med[name]:>6.2f} | {med_cpu[name]:>6.2f} | {pos_s:>11,.0f} | "
-              f"{ev_s:>11,.0f} | {gflops:>7.2f} | {100 * gflops / PEAK_GFLOPS:>6.1f}% | "
+              f"{ev_s:>11,.0f} | {gflops:>7.2f} | {_of_peak(gflops)} | "
               f"{compile_s[name]:>9.1f} |")
     scale = positions * evals / net_evals  # network calls per chunk / calls timed
     gflops = net_rate * flops / 1e9
     print(f"| {net_label:<34} | {med['network'] * scale:>6.2f} | "
           f"{med_cpu['network'] * scale:>6.2f} | {'':>11} | {net_rate:>11,.0f} | "
-          f"{gflops:>7.2f} | {100 * gflops / PEAK_GFLOPS:>6.1f}% | "
+          f"{gflops:>7.2f} | {_of_peak(gflops)} | "
           f"{compile_s['network']:>9.1f} |")
     print(f"(network row: times scaled to one chunk's {positions * evals:,} evaluations; "
-          f"peak = {PEAK_GFLOPS:.0f} GFLOP/s fp32)")
+          f"peak = the 2-core CPU's {PEAK_GFLOPS:.0f} GFLOP/s fp32)")
 
 
 if __name__ == "__main__":
