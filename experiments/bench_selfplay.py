@@ -46,12 +46,12 @@ from azjax.selfplay import init_selfplay, make_selfplay, resolve_lengths
 
 DEFAULT_CONFIG = Path(__file__).with_name("connect_four.yaml")
 PEAK_GFLOPS = 115.0  # this 2-core CPU's fp32 matmul peak, measured
+_ILLEGAL = -1e9
 
 
 def _of_peak(gflops: float) -> str:
     """Share of the CPU's peak; blank on an accelerator, whose peak is not that figure."""
     return f"{100 * gflops / PEAK_GFLOPS:>6.1f}%" if jax.default_backend() == "cpu" else f"{'-':>7}"
-_ILLEGAL = -1e9
 
 
 # ---- configuration ---------------------------------------------------------------------------
