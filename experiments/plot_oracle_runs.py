@@ -4,8 +4,8 @@
         --x positions --out docs/connect-four-cpu-vs-gpu.png
 
 Each argument is a run dir (its metrics.jsonl and config.yaml), optionally `=label`. One
-panel per oracle set, search error solid and raw network dashed, log-scaled x; for connect
-four the per-set targets of issue 4 (AlphaZero.jl's published errors) are drawn as lines.
+panel per oracle set, search error solid and raw network dotted, log-scaled x; for connect
+four the per-set targets of issue 4 (AlphaZero.jl's published errors) are dashed lines.
 """
 
 from __future__ import annotations
