@@ -1,6 +1,6 @@
 """azjax: AlphaZero in JAX.
 
-Public API; see README.md for a tour and DESIGN notes in docs/.
+Public API; see README.md for a tour and docs/ for the details of each part.
 """
 
 __version__ = "0.1.0"

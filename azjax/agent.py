@@ -26,10 +26,16 @@ from azjax.network import make_network
 from azjax.search import SearchOutput, make_search, masked_logits
 from envs.core import Env
 
-__all__ = ["MODELS_DIR", "Agent", "resolve_model_dir", "states_from_moves"]
+__all__ = ["MODELS_DIR", "Agent", "default_simulations", "resolve_model_dir", "states_from_moves"]
 
 MODELS_DIR = Path(__file__).resolve().parent / "models"
 _PAD_SIZES = (1, 8, 64, 256, 1024)
+
+
+def default_simulations(config: ExperimentConfig) -> int:
+    """A run's search simulations for evaluation and play when a model names none: its
+    evaluation setting, else its self-play setting."""
+    return int(config.eval.num_simulations or config.search.num_simulations)
 
 
 def resolve_model_dir(spec: str | Path) -> Path:
@@ -96,8 +102,7 @@ class Agent:
     @property
     def num_simulations(self) -> int:
         """The default simulations of `search` and `act`."""
-        return int(self.meta.get("num_simulations") or self.config.eval.num_simulations
-                   or self.config.search.num_simulations)
+        return int(self.meta.get("num_simulations") or default_simulations(self.config))
 
     # ---- compiled kernels (cached per static arguments) --------------------------------------
 
@@ -142,12 +147,14 @@ class Agent:
         Without noise the action is the argmax of the search's final policy.
         """
         batch = states.current_player.shape[0]
-        simulations = self._search_simulations(num_simulations)
+        simulations = self.search_simulations(num_simulations)
         action, policy, value = self._search_jit(
             self.params, key, _pad(states, _pad_size(batch)), simulations, bool(noise))
         return action[:batch], policy[:batch], value[:batch]
 
-    def _search_simulations(self, num_simulations: int | None) -> int:
+    def search_simulations(self, num_simulations: int | None) -> int:
+        """The simulations a search runs: `num_simulations`, or the model's default for None.
+        Raises ValueError below 1."""
         if num_simulations is None:
             return int(self.num_simulations)
         if num_simulations < 1:
@@ -160,7 +167,7 @@ class Agent:
         """The greedy search's whole `SearchOutput` (action [B], policy [B, A], value [B],
         prior_value [B], visit_counts [B, A]): what play and analysis show."""
         batch = states.current_player.shape[0]
-        simulations = self._search_simulations(num_simulations)
+        simulations = self.search_simulations(num_simulations)
         out = self._search_output_jit(self.params, key, _pad(states, _pad_size(batch)),
                                       simulations)
         return jax.tree.map(lambda x: x[:batch], out)

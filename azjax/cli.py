@@ -132,8 +132,9 @@ def evaluate(
         help="Score against perfect play: --oracle alone uses the game's default oracle "
              "(tic-tac-toe: exact minimax; connect four: ../shared/oracles or $AZJAX_ORACLES); "
              "--oracle DIR reads the oracle files in DIR")] = None,
-    games: Annotated[int, typer.Option(help="Arena games per opponent (both colours)")] = 200,
-    simulations: Annotated[int | None, typer.Option(help="Search simulations")] = None,
+    games: Annotated[int, typer.Option(
+        min=1, help="Arena games per opponent (both colours)")] = 200,
+    simulations: Annotated[int | None, typer.Option(min=1, help="Search simulations")] = None,
     seed: Annotated[int, typer.Option()] = 0,
     oracle_positions: Annotated[int | None, typer.Option(
         help="Score only the first N positions of each oracle set (default: all)")] = None,
@@ -179,8 +180,8 @@ def _ladder(run_dir: str, against: list[str], games: int, simulations: int | Non
 def report(
     run_dir: Annotated[Path, typer.Argument(help="A training run dir")],
     every: Annotated[int, typer.Option(
-        help="Every N-th evaluation (the last one always)")] = 1,
-    last: Annotated[int | None, typer.Option(help="Only the last N rows")] = None,
+        min=1, help="Every N-th evaluation (the last one always)")] = 1,
+    last: Annotated[int | None, typer.Option(min=1, help="Only the last N rows")] = None,
 ) -> None:
     """Print a run's evaluations as a Markdown table: oracle errors per set (raw / search),
     their mean and arena scores, against iteration, wall_s and positions."""
@@ -199,6 +200,7 @@ def export(
         help="Snapshot iteration (default: newest)")] = None,
     to: Annotated[Path, typer.Option("--to", help="Output directory")] = Path("model"),
     simulations: Annotated[int | None, typer.Option(
+        min=1,
         help="The model's default search simulations (default: the run's evaluation setting)")
     ] = None,
     oracle: Annotated[str | None, typer.Option(
@@ -207,7 +209,8 @@ def export(
     against: Annotated[list[str] | None, typer.Option(
         help="Arena opponents for the model card: random | greedy | mcts:N (repeatable)")
     ] = None,
-    games: Annotated[int, typer.Option(help="Arena games per opponent (both colours)")] = 200,
+    games: Annotated[int, typer.Option(
+        min=1, help="Arena games per opponent (both colours)")] = 200,
     seed: Annotated[int, typer.Option()] = 0,
     params_dtype: Annotated[str, typer.Option(
         help="The params' dtype on disk: float32 | float16 | bfloat16 (loaded as float32; "
@@ -245,7 +248,7 @@ def play(
         help="Game id (its shipped model, or an untrained network until one is shipped), "
              "run dir or snapshot dir")],
     simulations: Annotated[int | None, typer.Option(
-        help="AI search simulations (default: the model's)")] = None,
+        min=1, help="AI search simulations (default: the model's)")] = None,
     first: Annotated[str, typer.Option(help="Who moves first: human | ai")] = "human",
     moves: Annotated[str, typer.Option(
         help="Opening moves in human notation before play starts, e.g. '5 1' or '9-13 22-18'")

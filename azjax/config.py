@@ -348,6 +348,15 @@ def _validate(config: ExperimentConfig) -> None:
     _require(config.train.updates_per_iteration >= 0, "train.updates_per_iteration", ">= 0")
     _require(config.train.learning_rate > 0, "train.learning_rate", "must be > 0")
     _require(config.train.weight_decay >= 0, "train.weight_decay", "must be >= 0")
+    _require(config.train.lr_schedule == "constant" or config.train.lr_decay_steps >= 1,
+             "train.lr_decay_steps", "must be >= 1 with a decaying lr_schedule")
+    _require(config.train.warmup_steps >= 0, "train.warmup_steps", "must be >= 0")
+    _require(0.0 <= config.train.momentum < 1.0, "train.momentum", "in [0, 1)")
+    _require(config.train.value_loss_weight >= 0, "train.value_loss_weight", "must be >= 0")
+    _require(config.train.max_grad_norm >= 0, "train.max_grad_norm", "must be >= 0 (0 = off)")
+    _require(play.temperature_moves >= 0, "selfplay.temperature_moves", "must be >= 0")
+    _require(search.pb_c_init > 0 and search.pb_c_base > 0, "search.pb_c_init",
+             "pb_c_init and pb_c_base must be > 0")
     _require(config.eval.every_iterations >= 1, "eval.every_iterations", "must be >= 1")
     _require(config.eval.arena_every >= 1, "eval.arena_every", "must be >= 1")
     _require(config.eval.oracle_positions >= 0, "eval.oracle_positions", "must be >= 0")

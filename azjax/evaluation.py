@@ -294,7 +294,7 @@ def measure_agent(agent: Any, *, against: list[str], oracle: str | None, games: 
     from azjax.evaluate import arena_devices, play_arena
 
     env = agent.env
-    sims = num_simulations or agent.num_simulations
+    sims = agent.search_simulations(num_simulations)
     key = jax.random.PRNGKey(seed)
     lines = [f"{agent!r}, evaluated with {sims} simulations"]
     metrics: dict[str, Any] = {"eval/num_simulations": sims}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -11,9 +10,9 @@ from typing import Any
 
 import jax
 
-from azjax.agent import resolve_model_dir
+from azjax.agent import default_simulations, resolve_model_dir
 from azjax.checkpoint import CheckpointError, load_model, save_model
-from azjax.metrics import machine_description
+from azjax.metrics import machine_description, read_metrics
 
 __all__ = ["export_model"]
 
@@ -40,11 +39,11 @@ def export_model(run_dir: str | Path, snapshot: str | None, to: str | Path, *,
             raise CheckpointError(f"no snapshot {snapshot} in {run_dir / 'snapshots'}")
     _check_target(run_dir, to)
     params, config, meta = load_model(source)
-    end = [r for r in _read_jsonl(run_dir / "metrics.jsonl") if r.get("event") == "end"]
+    if num_simulations is not None and num_simulations < 1:
+        raise ValueError(f"num_simulations must be >= 1, got {num_simulations}")
     extra = {
         **{k: v for k, v in meta.items() if k not in ("format_version", "game", "config")},
-        "num_simulations": (num_simulations or config.eval.num_simulations
-                            or config.search.num_simulations),
+        "num_simulations": num_simulations or default_simulations(config),
         "search": {"algorithm": config.search.algorithm},
         "seed": config.seed,
         "num_params": sum(int(leaf.size) for leaf in jax.tree.leaves(params)),
@@ -52,7 +51,7 @@ def export_model(run_dir: str | Path, snapshot: str | None, to: str | Path, *,
         "training_simulations": int(meta.get("positions") or 0) * config.search.num_simulations,
         "machine": machine_description(),
         "source": str(source),
-        "time_to_perfect_s": end[-1].get("time_to_perfect_s") if end else None,
+        "time_to_perfect_s": _time_to_perfect(run_dir, meta),
     }
     if evaluate is not None:
         # Measured from a staging copy: `to` (e.g. a shipped model) is replaced only once the
@@ -79,16 +78,15 @@ def _check_target(run_dir: Path, to: Path) -> None:
                               "refusing to replace it")
 
 
-def _read_jsonl(path: Path) -> list[dict]:
-    if not path.is_file():
-        return []
-    rows = []
-    for line in path.read_text().splitlines():
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:
-            break
-    return rows
+def _time_to_perfect(run_dir: Path, meta: dict[str, Any]) -> float | None:
+    """The run's `wall_s` when it first met the perfect-play bar, if the snapshot is at or past
+    that point (else None: an earlier snapshot is not credited with it)."""
+    if "time_to_perfect_s" in meta:  # recorded with the snapshot
+        return meta["time_to_perfect_s"]
+    times = [r["time_to_perfect_s"] for r in read_metrics(run_dir / "metrics.jsonl")
+             if r.get("time_to_perfect_s") is not None]
+    reached = min(times, default=None)
+    return reached if reached is not None and reached <= meta.get("wall_s", 0.0) else None
 
 
 def _card(config, extra: dict, storage_dtype: str = "float32") -> str:

@@ -14,8 +14,9 @@ swapped. Greedy search is deterministic, so without openings two snapshots would
 same two games over and over; with them each pair of games is one fair sample (both sides play
 the same opening from both seats).
 
-Compiles: the params are traced arguments, so all snapshot-vs-snapshot games share one
-compiled arena, and each baseline one more (snapshot vs it), whatever the number of snapshots.
+Compiles once: the params are traced arguments and each side picks its player (a snapshot's
+search or a baseline) with a `lax.switch`, so every pairing shares one compiled arena
+(`_ladder_arena`), whatever the number of snapshots and baselines.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import envs
+from azjax.agent import default_simulations
 from azjax.baselines import _derive_key, _seeds
 from azjax.checkpoint import CheckpointError, load_model
 from azjax.evaluate import PAIRED_OPENING_PLIES, ArenaResult, run_arena
@@ -300,8 +302,7 @@ def run_ladder(
     _, apply_fn = make_network(config.network, env.num_actions)
     search_fn = make_search(env, apply_fn, config.search)
     meta0 = loaded[0][2]
-    sims = int(simulations or meta0.get("num_simulations") or config.eval.num_simulations
-               or config.search.num_simulations)
+    sims = int(simulations or meta0.get("num_simulations") or default_simulations(config))
     opponents = {name: make_opponent(env, name) for name in baseline_names}
     records = {r.get("iteration"): r for r in read_metrics(run_dir / "metrics.jsonl")
                if "wall_s" in r and "loss" in r}

@@ -115,15 +115,18 @@ def parse_human_move(env: Env, state: Any, text: str) -> list[int]:
     """
     if hasattr(env, "parse_move"):  # draughts: PDN, a multi-jump is several actions
         return env.parse_move(state, text)
-    action = env.str_to_action(text)
-    legal = np.asarray(state.legal_action_mask)
     if is_done(state):
         raise ValueError("the game is over")
+    legal = np.asarray(state.legal_action_mask)
+    names = ", ".join(env.action_to_str(a) for a in np.flatnonzero(legal))
+    try:
+        action = env.str_to_action(text)
+    except ValueError as error:
+        raise ValueError(f"{error}; legal moves: {names}") from None
     if not legal[action]:
         why = {"tic_tac_toe": f"cell {env.action_to_str(action)} is already taken",
                "connect_four": f"column {env.action_to_str(action)} is full"}.get(
             env.name, f"{text.strip()!r} is not legal here")
-        names = ", ".join(env.action_to_str(a) for a in np.flatnonzero(legal))
         raise ValueError(f"{why}; legal moves: {names}")
     return [action]
 

@@ -279,8 +279,14 @@ def train(config: ExperimentConfig, run_dir: str | Path, *, show_progress: bool 
                 "wall_s": wall_s(), **layout})
     # The untrained network is scored at the first evaluation (once the evaluator has
     # compiled in the background), for comparison; the state itself is donated, hence a copy.
-    untrained = (host_params(jax.tree.map(jnp.copy, state.train.params)) if resume is None
-                 else None)
+    # A run stopped before its first evaluation rebuilds it from its seed on resume.
+    if resume is None:
+        untrained = host_params(jax.tree.map(jnp.copy, state.train.params))
+    elif not any(k.startswith("untrained/") for r in read_metrics(run_dir / "metrics.jsonl")
+                 for k in r):
+        untrained = learner.initial_params(init_key)
+    else:
+        untrained = None
     by_wall = _bar_counts_wall(config)
     bar = _progress_bar(config, iteration, wall_s(),
                         enabled=show_progress and is_main, desc=f"train {config.game}")
@@ -290,6 +296,7 @@ def train(config: ExperimentConfig, run_dir: str | Path, *, show_progress: bool 
     budget_spent = not _agreed(_budget_left(config, iteration, wall_s()))
     stop = _StopRequests()
     state_is_whole = True  # False while an iteration holds `state`'s donated buffers
+    unlogged: dict[str, Any] | None = None  # this iteration's record, until it is logged
     try:
         stop.install()
         while not (budget_spent or stop_early or _agreed(stop.signal_name is not None)):
@@ -312,6 +319,7 @@ def train(config: ExperimentConfig, run_dir: str | Path, *, show_progress: bool 
                           float(metrics["selfplay/first_player_wins"]) / finished,
                       "selfplay/draw_rate": float(metrics["selfplay/draws"]) / finished,
                       **{k: float(v) for k, v in metrics.items()}}
+            unlogged = record
             # Decided once: the iteration that spends the budget is evaluated and snapshotted,
             # and it is the last one, however long its checkpoint takes to write.
             budget_spent = not _agreed(_budget_left(config, iteration, wall_s()))
@@ -347,13 +355,14 @@ def train(config: ExperimentConfig, run_dir: str | Path, *, show_progress: bool 
                     save_model(run_dir / "snapshots" / str(iteration),
                                host_params(state.train.params), config,
                                {"iteration": iteration, "wall_s": record["wall_s"],
-                                "positions": record["positions"], "eval": eval_metrics})
+                                "positions": record["positions"], "eval": eval_metrics,
+                                "time_to_perfect_s": time_to_perfect})
                     bar.write(evaluator.summary_line(iteration, record))
                 # An evaluation that ends past the budget ends the run: its iteration has
                 # just been evaluated and snapshotted.
                 budget_spent = not _agreed(_budget_left(config, iteration, wall_s()))
             logger.log(record)
-            last_record = record
+            unlogged, last_record = None, record
             if iteration % config.eval.every_iterations == 0 and is_main:
                 plotter.submit(run_dir)
             if iteration % config.checkpoint.every_iterations == 0:
@@ -371,6 +380,8 @@ def train(config: ExperimentConfig, run_dir: str | Path, *, show_progress: bool 
         if (state_is_whole and not isinstance(error, TrainingError)
                 and jax.process_count() == 1 and checkpointer.latest_iteration() != iteration):
             try:
+                if unlogged is not None and is_main:  # its self-play and losses, not its eval
+                    logger.log({**unlogged, "error": f"{type(error).__name__}: {error}"})
                 save(state)
                 tqdm.write(f"checkpointed iteration {iteration} before stopping on the error")
             except Exception:  # the original error is the one to report

@@ -1,10 +1,10 @@
 """Training: TrainState (arrays only), the optax optimizer, the update step, one iteration.
 
 One iteration = a jitted self-play chunk that also adds its finished games to the replay
-buffer, then K jitted update steps called from a Python loop. (Measured on the 2-core CPU: a
-`lax.scan` over update steps ran several times slower than a Python loop over one jitted
-step; self-play inside a scan is fine.) Every function compiles once; the big buffers are
-donated so XLA updates them in place.
+buffer, then K jitted update steps called from a Python loop. (A `lax.scan` over the K steps
+took 0.68x the loop's time on tic-tac-toe's small config, `experiments/bench_update_steps.py`
+in the README; the loop stays so that earlier runs repeat.) Every function compiles once; the
+big buffers are donated so XLA updates them in place.
 
 Given a mesh (`azjax.parallel`), the same functions are jitted with `NamedSharding`s: games and
 replay slots split on the batch axis, parameters replicated (`Learner.state_shardings`).
@@ -192,10 +192,16 @@ class Learner:
         # hand back the same array in two fields.
         return jax.tree.map(lambda x: jnp.array(x, copy=True), run)
 
-    def _init_state(self, key: chex.PRNGKey) -> RunState:
-        k_net, k_play = jax.random.split(key)
+    def initial_params(self, key: chex.PRNGKey) -> Any:
+        """The network `init_state(key)` starts from (plain arrays, on one device)."""
+        k_net, _ = jax.random.split(key)
         env, cfg = self.env, self.config
-        params = init_network(cfg.network, env.num_actions, env.observation_shape, k_net)["params"]
+        return init_network(cfg.network, env.num_actions, env.observation_shape, k_net)["params"]
+
+    def _init_state(self, key: chex.PRNGKey) -> RunState:
+        _, k_play = jax.random.split(key)
+        env, cfg = self.env, self.config
+        params = self.initial_params(key)
         example = Positions(
             observation=jnp.zeros(env.observation_shape, jnp.float32),
             policy=jnp.zeros(env.num_actions, jnp.float32),

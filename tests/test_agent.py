@@ -101,6 +101,35 @@ def test_cli_export_then_eval(tiny_run, tmp_path):
     assert out.exit_code == 2 and "oracle positions must be >= 1" in out.output
 
 
+@pytest.mark.parametrize("args, option", [
+    (["eval", "tic_tac_toe", "--simulations", "0"], "--simulations"),
+    (["eval", "tic_tac_toe", "--games", "0"], "--games"),
+    (["export", "runs/x", "--to", "model_x", "--simulations", "-5"], "--simulations"),
+    (["play", "tic_tac_toe", "--simulations", "0"], "--simulations"),
+    (["report", "runs/x", "--last", "0"], "--last"),
+    (["report", "runs/x", "--every", "0"], "--every"),
+])
+def test_cli_refuses_counts_below_one_naming_the_option(args, option, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    out = RUNNER.invoke(app, args)
+    assert out.exit_code == 2 and option in out.output, out.output
+    assert not any(tmp_path.iterdir())  # refused before anything was written
+
+
+def test_export_credits_the_time_to_perfect_play_only_from_that_point(tmp_path):
+    from azjax.export import _time_to_perfect
+
+    records = [{"event": "start", "iteration": 0}, {"iteration": 2, "wall_s": 30.0},
+               {"iteration": 4, "wall_s": 50.0, "time_to_perfect_s": 50.0},
+               {"event": "end", "iteration": 6, "wall_s": 70.0, "time_to_perfect_s": 50.0}]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    assert _time_to_perfect(tmp_path, {"wall_s": 30.0}) is None  # before the bar was met
+    assert _time_to_perfect(tmp_path, {"wall_s": 70.0}) == 50.0
+    (tmp_path / "metrics.jsonl").write_text(json.dumps(records[2]) + "\n")  # still running
+    assert _time_to_perfect(tmp_path, {"wall_s": 50.0}) == 50.0
+    assert _time_to_perfect(tmp_path, {"wall_s": 70.0, "time_to_perfect_s": None}) is None
+
+
 def test_cli_export_measures_the_model_for_its_card(tiny_run, tmp_path):
     run_dir, _ = tiny_run
     out = RUNNER.invoke(app, ["export", str(run_dir), "4", "--to", str(tmp_path / "model"),

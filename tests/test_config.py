@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -50,9 +51,16 @@ def test_override_sets_nested_keys_with_yaml_types(tmp_path):
     ({"selfplay": {"full_search_prob": 0.0}}, "selfplay.full_search_prob: in (0, 1]"),
     ({"replay": {"capacity": 1024}, "train": {"min_replay_size": 2048}},
      "train.min_replay_size: must be in"),
+    ({"train": {"lr_schedule": "cosine", "lr_decay_steps": 0}}, "train.lr_decay_steps: must be"),
+    ({"train": {"max_grad_norm": -1.0}}, "train.max_grad_norm: must be >= 0"),
+    ({"train": {"value_loss_weight": -0.5}}, "train.value_loss_weight: must be >= 0"),
+    ({"train": {"momentum": 1.5}}, "train.momentum: in [0, 1)"),
+    ({"train": {"warmup_steps": -10}}, "train.warmup_steps: must be >= 0"),
+    ({"selfplay": {"temperature_moves": -1}}, "selfplay.temperature_moves: must be >= 0"),
+    ({"search": {"pb_c_base": 0}}, "search.pb_c_init: pb_c_init and pb_c_base must be > 0"),
 ])
 def test_bad_configs_name_the_key(data, message):
-    with pytest.raises(ConfigError, match=message.replace("(", r"\(")):
+    with pytest.raises(ConfigError, match=re.escape(message)):
         config_from_dict(data)
 
 

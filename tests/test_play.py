@@ -78,8 +78,11 @@ def test_human_notation_errors_name_the_problem():
     full = parse_start(c4, "1 1 1 1 1 1")
     with pytest.raises(ValueError, match="column 1 is full; legal moves: 2, 3, 4, 5, 6, 7"):
         parse_human_move(c4, full, "1")
-    with pytest.raises(ValueError, match="column number 1-7, got '8'"):
+    with pytest.raises(ValueError, match="column number 1-7, got '8'.*; legal moves: 2, 3, 4"):
         parse_human_move(c4, full, "8")
+    ttt = envs.make("tic_tac_toe")
+    with pytest.raises(ValueError, match="; legal moves: 2, 3, 5, 6, 7, 8, 9$"):
+        parse_human_move(ttt, parse_start(ttt, "1 4"), "x")
     draughts = envs.make("draughts")
     start = draughts.init(jax.random.PRNGKey(0))
     assert parse_human_move(draughts, start, "9-13") == [23]

@@ -21,6 +21,7 @@ from conftest import REPO_ROOT, TINY_RUN_CONFIG
 
 from azjax.checkpoint import CheckpointError
 from azjax.config import BudgetConfig, CheckpointConfig, ConfigError, config_to_dict
+from azjax.metrics import read_metrics
 from azjax.run import TrainingError, train
 from azjax.train import Learner
 
@@ -75,6 +76,10 @@ def test_run_dir_has_metrics_curves_snapshots_and_tensorboard(straight_run):
 def test_resume_ends_with_the_same_parameters_as_no_stop(straight_run, tmp_path):
     run_dir, _ = straight_run
     train(_with_budget(CONFIG, 2), tmp_path, show_progress=False)
+    # As if stopped before its first evaluation: the untrained baseline is scored on resume.
+    lines = (tmp_path / "metrics.jsonl").read_text().splitlines(keepends=True)
+    baseline = next(json.loads(line) for line in lines if "untrained/" in line)
+    (tmp_path / "metrics.jsonl").write_text("".join(x for x in lines if "untrained/" not in x))
     # The budget, checkpointing and evaluation may change on resume: none changes the training.
     resumed = dataclasses.replace(
         _with_budget(CONFIG, 4), checkpoint=CheckpointConfig(every_iterations=1, keep=3),
@@ -87,6 +92,10 @@ def test_resume_ends_with_the_same_parameters_as_no_stop(straight_run, tmp_path)
     events = [json.loads(line).get("event") for line in
               (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert events.count("resume") == 1
+    rebuilt = [r for r in read_metrics(tmp_path / "metrics.jsonl") if "untrained/" in str(r)]
+    assert len(rebuilt) == 1  # the same network: the same oracle scores
+    for key in ("untrained/oracle/raw_error", "untrained/oracle/search_error"):
+        assert rebuilt[0][key] == baseline[key]
 
 
 def test_each_compiled_function_traces_once():
@@ -162,6 +171,11 @@ def test_an_evaluation_error_keeps_the_iterations_done_since_the_last_checkpoint
     checkpointer = RunCheckpointer(tmp_path, keep=2)
     assert checkpointer.latest_iteration() == config.eval.every_iterations  # not none
     checkpointer.close()
+    # That iteration's self-play and losses are logged, with the error in place of its eval.
+    last = read_metrics(tmp_path / "metrics.jsonl")[-1]
+    assert last["iteration"] == config.eval.every_iterations
+    assert last["error"] == "RuntimeError: oracle file is corrupt"
+    assert "loss" in last and not any(k.startswith("eval/") for k in last)
 
 
 def test_a_run_killed_before_its_first_checkpoint_is_not_mixed_into_a_new_one(tmp_path):
