@@ -56,39 +56,49 @@ class RunResult:
     stopped_by: str | None = None  # "SIGINT" / "SIGTERM" when a signal ended the run early
 
 
-# What may change when a run resumes: nothing here changes the parameters the run trains
-# (evaluations draw their own keys), so a longer budget or a cheaper evaluation cadence does
-# not need a new run. Gating does change them: self-play then uses the gate's winner.
-_FREE_ON_RESUME = {"budget": None, "checkpoint": None,
-                   "eval": {"gating", "gating_games", "gating_threshold"}}  # None: all keys
+# What may change when a run resumes: budget, checkpointing and evaluation do not change the
+# parameters the run trains (evaluations draw their own keys), so a longer budget or a cheaper
+# evaluation cadence does not need a new run; gating does (self-play then uses the gate's
+# winner). One training key may change too: `train.lr_decay_steps`, so that a run given a
+# longer (or shorter) budget can stretch its learning-rate schedule to it; the new schedule
+# applies from the resumed update step on, and the resume event in metrics.jsonl records it.
+_ALL = None
+_FREE_ON_RESUME = {"budget": _ALL, "checkpoint": _ALL,
+                   "eval": _ALL, "train": {"lr_decay_steps"}}
+_FIXED_ON_RESUME = {"eval": {"gating", "gating_games", "gating_threshold"}}
 
 
 def _free_on_resume(section: str, key: str) -> bool:
-    if section not in _FREE_ON_RESUME:
+    if section not in _FREE_ON_RESUME or key in _FIXED_ON_RESUME.get(section, ()):
         return False
-    fixed = _FREE_ON_RESUME[section]
-    return fixed is None or key not in fixed
+    free = _FREE_ON_RESUME[section]
+    return free is _ALL or key in free
 
 
-def _config_differences(saved: ExperimentConfig, requested: ExperimentConfig) -> list[str]:
+def _config_differences(saved: ExperimentConfig, requested: ExperimentConfig, *,
+                        free: bool = False) -> list[str]:
+    """'section.key: saved X, requested Y' for each key that differs: the keys that may not
+    change on resume, or (free=True) those that may."""
     a, b = config_to_dict(saved), config_to_dict(requested)
     diffs = []
     for section in a:
         if isinstance(a[section], dict):
             diffs += [f"{section}.{k}: saved {a[section][k]!r}, requested {b[section].get(k)!r}"
                       for k in a[section]
-                      if a[section][k] != b[section].get(k) and not _free_on_resume(section, k)]
-        elif a[section] != b[section]:
+                      if a[section][k] != b[section].get(k) and _free_on_resume(section, k) == free]
+        elif a[section] != b[section] and not free:
             diffs.append(f"{section}: saved {a[section]!r}, requested {b[section]!r}")
     return diffs
 
 
 def _resumed_config(saved: ExperimentConfig, requested: ExperimentConfig) -> ExperimentConfig:
     """The saved config with the requested values of what may change on resume."""
-    evaluation = dataclasses.replace(
-        requested.eval, **{k: getattr(saved.eval, k) for k in _FREE_ON_RESUME["eval"]})
-    return dataclasses.replace(saved, budget=requested.budget,
-                               checkpoint=requested.checkpoint, eval=evaluation)
+    merged = config_to_dict(saved)
+    for section, values in config_to_dict(requested).items():
+        if isinstance(values, dict):
+            merged[section].update({k: v for k, v in values.items()
+                                    if _free_on_resume(section, k)})
+    return config_from_saved(merged)
 
 
 def _check_nothing_to_lose(run_dir: Path) -> None:
@@ -132,9 +142,10 @@ def open_run(run_dir: Path, requested: ExperimentConfig):
     diffs = _config_differences(saved, requested)
     if diffs:
         raise ConfigError(f"{run_dir} was started with another config; only budget.*, "
-                          f"checkpoint.* and eval.* (but gating) may change on resume. "
-                          f"Differences: {'; '.join(diffs)}")
-    return _resumed_config(saved, requested), {**meta, "iteration": latest}
+                          f"checkpoint.*, eval.* (but gating) and train.lr_decay_steps may "
+                          f"change on resume. Differences: {'; '.join(diffs)}")
+    changed = _config_differences(saved, requested, free=True)
+    return _resumed_config(saved, requested), {**meta, "iteration": latest, "changed": changed}
 
 
 class _BackgroundPlotter:
@@ -244,14 +255,16 @@ def train(config: ExperimentConfig, run_dir: str | Path, *, show_progress: bool 
     if resume is None:
         state = learner.init_state(init_key)
         wall_offset, time_to_perfect = 0.0, None
-        if is_main:
-            (run_dir / "config.yaml").write_text(yaml.safe_dump(config_to_dict(config),
-                                                                sort_keys=False))
     else:
         # With a mesh the target carries its shardings: each process reads only its shards.
         state = checkpointer.restore_state(resume["iteration"], learner.abstract_state())
         wall_offset = float(resume.get("wall_s", 0.0))
         time_to_perfect = resume.get("time_to_perfect_s")
+        if resume["changed"] and is_main:
+            tqdm.write(f"resuming with {'; '.join(resume['changed'])}")
+    if (resume is None or resume["changed"]) and is_main:  # the config the run goes on with
+        (run_dir / "config.yaml").write_text(yaml.safe_dump(config_to_dict(config),
+                                                            sort_keys=False))
     iteration = int(state.iteration)
     logger = MetricsLogger(run_dir, resume_iteration=iteration if resume else None,
                            enabled=is_main)
@@ -276,7 +289,8 @@ def train(config: ExperimentConfig, run_dir: str | Path, *, show_progress: bool 
                    f"{layout['devices']} way(s)")
     # The first line of metrics.jsonl (and one per resumed segment): where the run ran.
     logger.log({"event": "resume" if resume else "start", "iteration": iteration,
-                "wall_s": wall_s(), **layout})
+                "wall_s": wall_s(), **layout,
+                **({"config_changed": resume["changed"]} if resume and resume["changed"] else {})})
     # The untrained network is scored at the first evaluation (once the evaluator has
     # compiled in the background), for comparison; the state itself is donated, hence a copy.
     # A run stopped before its first evaluation rebuilds it from its seed on resume.

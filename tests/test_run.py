@@ -132,10 +132,38 @@ def test_a_changed_config_or_another_game_is_refused_without_touching_the_run(st
                                 eval=dataclasses.replace(CONFIG.eval, gating=True))
     with pytest.raises(ConfigError, match=r"eval.gating: saved False, requested True"):
         train(gated, run_dir, show_progress=False)
+    faster = dataclasses.replace(_with_budget(CONFIG, 6),
+                                 train=dataclasses.replace(CONFIG.train, learning_rate=0.5))
+    with pytest.raises(ConfigError, match=r"train.learning_rate: saved 0.001, requested 0.5"):
+        train(faster, run_dir, show_progress=False)
     other_game = dataclasses.replace(_with_budget(CONFIG, 6), game="connect_four")
     with pytest.raises(CheckpointError, match="holds a tic_tac_toe run"):
         train(other_game, run_dir, show_progress=False)
     assert _tree_digest(run_dir) == before
+
+
+def test_a_resumed_run_may_stretch_its_learning_rate_schedule(tmp_path):
+    cosine = dataclasses.replace(CONFIG, train=dataclasses.replace(
+        CONFIG.train, lr_schedule="cosine", lr_decay_steps=4))
+    stretched = dataclasses.replace(cosine, train=dataclasses.replace(cosine.train,
+                                                                      lr_decay_steps=400))
+    for name, resumed in (("kept", cosine), ("stretched", stretched)):
+        train(_with_budget(cosine, 2), tmp_path / name, show_progress=False)
+        train(_with_budget(resumed, 4), tmp_path / name, show_progress=False)
+    resume = [r for r in read_metrics(tmp_path / "stretched" / "metrics.jsonl")
+              if r.get("event") == "resume"]
+    assert sorted(resume[0]["config_changed"]) == [
+        "budget.max_iterations: saved 2, requested 4",
+        "train.lr_decay_steps: saved 4, requested 400"]
+    saved = yaml.safe_load((tmp_path / "stretched" / "config.yaml").read_text())
+    assert saved["train"]["lr_decay_steps"] == 400  # resuming from it keeps the new schedule
+    assert "lr_decay_steps" not in str(read_metrics(tmp_path / "kept" / "metrics.jsonl"))
+    for a, b in zip(jax.tree.leaves(_params(tmp_path / "kept", 2)),
+                    jax.tree.leaves(_params(tmp_path / "stretched", 2)), strict=True):
+        np.testing.assert_array_equal(a, b)  # the same run up to the resume...
+    assert any(not np.array_equal(a, b) for a, b in zip(  # ...then another learning rate
+        jax.tree.leaves(_params(tmp_path / "kept", 4)),
+        jax.tree.leaves(_params(tmp_path / "stretched", 4)), strict=True))
 
 
 def test_a_nan_loss_stops_with_a_clear_error_and_keeps_the_last_checkpoint(tmp_path,

@@ -1,0 +1,84 @@
+"""Where a training iteration's time goes: the self-play chunk against the K update steps.
+
+Builds the `Learner` of each config (the same compiled functions `azjax train` runs), then
+times its self-play chunk (B games x T steps, adding to the replay buffer) and its update step
+(one optimizer step on a sampled batch), and scales the update by the config's
+`train.updates_per_iteration`. Self-play: median of `--rounds` chunks after one warm-up; update
+steps: `--updates` of them timed back to back, after one warm-up. Evaluation is not included
+(it runs every `eval.every_iterations`).
+
+    python experiments/bench_iteration.py                                  # draughts, connect four
+    python experiments/bench_iteration.py experiments/draughts.yaml --set selfplay.batch_size=256
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import jax
+import numpy as np
+
+import envs
+from azjax.config import load_config
+from azjax.metrics import machine_description
+from azjax.train import Learner
+
+DEFAULT_CONFIGS = ["experiments/draughts.yaml", "experiments/connect_four.yaml"]
+
+
+def time_iteration(path: str, overrides: list[str], rounds: int, updates: int) -> dict:
+    """Seconds of one self-play chunk and one update step of the config at `path`."""
+    config = load_config(path, overrides)
+    learner = Learner(envs.make(config.game), config)
+    run = learner.init_state(jax.random.PRNGKey(config.seed))
+    learner.compile(run)
+    key = jax.random.PRNGKey(1)
+    chunk_s = []
+    for i in range(rounds + 1):  # the first call warms up
+        start = time.perf_counter()
+        run, _ = learner.selfplay_step(run, jax.random.fold_in(key, i))
+        jax.block_until_ready(run)
+        chunk_s.append(time.perf_counter() - start)
+    window = np.int32(config.replay.capacity)
+    train = run.train
+    for i in range(updates + 1):  # the first call warms up
+        if i == 1:
+            jax.block_until_ready(train)
+            start = time.perf_counter()
+        train, _ = learner.update_step(train, run.replay, jax.random.fold_in(key, 1000 + i),
+                                       window)
+    jax.block_until_ready(train)
+    update_s = (time.perf_counter() - start) / updates
+    positions = int(np.prod(run.selfplay.previous.player.shape))
+    return {"config": path + "".join(f" {o}" for o in overrides), "positions": positions,
+            "selfplay_s": statistics.median(chunk_s[1:]), "update_s": update_s,
+            "updates": config.train.updates_per_iteration, "batch": config.train.batch_size}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("configs", nargs="*", default=DEFAULT_CONFIGS)
+    parser.add_argument("--set", dest="overrides", action="append", default=[],
+                        help="override a key of every config, e.g. selfplay.batch_size=256")
+    parser.add_argument("--rounds", type=int, default=3, help="timed self-play chunks")
+    parser.add_argument("--updates", type=int, default=32, help="timed update steps")
+    args = parser.parse_args()
+    rows = [time_iteration(path, args.overrides, args.rounds, args.updates)
+            for path in args.configs]
+    print(f"machine: {machine_description()}")
+    print("| config | positions / chunk | self-play chunk s | update ms (batch) | K | "
+          "updates s | iteration s | positions/s | self-play share |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        train_s = r["update_s"] * r["updates"]
+        total = r["selfplay_s"] + train_s
+        print(f"| {r['config']} | {r['positions']:,} | {r['selfplay_s']:.2f} | "
+              f"{1e3 * r['update_s']:.1f} ({r['batch']}) | {r['updates']} | {train_s:.2f} | "
+              f"{total:.2f} | {r['positions'] / total:,.0f} | "
+              f"{100 * r['selfplay_s'] / total:.0f}% |")
+
+
+if __name__ == "__main__":
+    main()
