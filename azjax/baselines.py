@@ -22,7 +22,8 @@ import jax.numpy as jnp
 
 from envs.core import Env, GameState, tree_select
 
-__all__ = ["Player", "greedy_player", "mcts_player", "random_player", "uct_search"]
+__all__ = ["Player", "greedy_player", "mcts_player", "random_legal_actions", "random_player",
+           "uct_search"]
 
 Player = Callable[[jax.Array, GameState], jax.Array]
 """``act(key, states[B]) -> int32[B]``."""
@@ -86,6 +87,17 @@ def _hash_choice(seed: jax.Array, counter: jax.Array, mask: jax.Array) -> jax.Ar
 # ---- random ---------------------------------------------------------------------------------
 
 
+def random_legal_actions(key: jax.Array, masks: jax.Array) -> jax.Array:
+    """int32 [B]: a uniformly random legal action per row of `masks` (bool [B, A]).
+
+    One hash per action and the largest legal one wins: ~12 integer operations per action,
+    where a cumulative sum over the mask (then `argmax`) cost ~2.3 us per row of 170 actions
+    on this CPU and `jax.random.categorical` ~6x that (docs/draughts.md, "Throughput").
+    """
+    return jax.vmap(_hash_choice, in_axes=(0, None, 0))(
+        _seeds(key, masks.shape[0]), jnp.uint32(0), masks)
+
+
 @functools.cache
 def random_player(env: Env) -> Player:
     """A player that moves uniformly at random among the legal actions."""
@@ -93,10 +105,7 @@ def random_player(env: Env) -> Player:
 
     def act(key: jax.Array, states: GameState) -> jax.Array:
         """key, states[B] -> int32 [B]."""
-        masks = states.legal_action_mask
-        return jax.vmap(_hash_choice, in_axes=(0, None, 0))(
-            _seeds(key, masks.shape[0]), jnp.uint32(0), masks
-        )
+        return random_legal_actions(key, states.legal_action_mask)
 
     return act
 

@@ -1,7 +1,8 @@
 """Random-play throughput of our envs against pgx's: steps per second of step + observe.
 
 One harness for both: ONE jitted `lax.scan` of T steps over B games in lockstep; each step draws
-one random legal action per game in-graph, steps, observes, folds the observation into a
+one uniformly random legal action per game in-graph (`azjax.baselines.random_legal_actions`: a
+hash per action, the largest legal one wins), steps, observes, folds the observation into a
 checksum (so nothing is dead code) and resets finished games in place. pgx's `step` already
 computes the observation into `state.observation`, so its observe is that field.
 
@@ -25,6 +26,7 @@ import jax.numpy as jnp
 import pgx
 
 import envs
+from azjax.baselines import random_legal_actions
 from azjax.metrics import machine_description
 
 
@@ -47,13 +49,6 @@ def theirs(game_id: str) -> Impl:
     return Impl(jax.vmap(env.init), lambda s, a: env.step(s, a), lambda s: s.observation)
 
 
-def random_legal_action(key: jax.Array, mask: jax.Array) -> jax.Array:
-    """int32 [B]: a uniformly random legal action per game, from one random number per game."""
-    count = mask.sum(-1)
-    pick = jax.random.randint(key, count.shape, 0, jnp.maximum(count, 1))
-    return jnp.argmax(jnp.cumsum(mask, axis=-1) > pick[:, None], axis=-1).astype(jnp.int32)
-
-
 def make_runner(impl: Impl, batch: int, length: int):
     """A jitted `run(key) -> checksum [B]` playing `length` lockstep steps of `batch` games."""
     step = jax.vmap(impl.step)
@@ -65,7 +60,7 @@ def make_runner(impl: Impl, batch: int, length: int):
 
         def body(carry, key):
             state, checksum = carry
-            state = step(state, random_legal_action(key, state.legal_action_mask))
+            state = step(state, random_legal_actions(key, state.legal_action_mask))
             obs = observe(state)
             checksum = checksum + jnp.sum(obs, axis=tuple(range(1, obs.ndim)), dtype=jnp.float32)
             done = state.terminated | state.truncated

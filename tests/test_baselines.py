@@ -11,7 +11,7 @@ import pyspiel
 import pytest
 
 import envs
-from azjax.baselines import greedy_player, mcts_player, random_player
+from azjax.baselines import greedy_player, mcts_player, random_legal_actions, random_player
 from azjax.evaluate import play_arena
 from envs.tic_tac_toe import TicTacToe
 
@@ -95,6 +95,16 @@ def test_random_player_is_uniform_over_legal_moves():
     # Another key, other moves.
     again = np.asarray(jax.jit(random_player(C4))(jax.random.PRNGKey(1), _batch([full], 5000)))
     assert np.mean(again == actions) < 0.4
+
+
+def test_random_legal_actions_is_uniform_over_a_wide_mask():
+    legal = [0, 31, 32, 63, 100, 150, 169]  # draughts-wide rows, both ends included
+    masks = np.zeros((7000, 170), bool)
+    masks[:, legal] = True
+    actions = np.asarray(jax.jit(random_legal_actions)(jax.random.PRNGKey(3), masks))
+    counts = np.bincount(actions, minlength=170)
+    assert counts.sum() == counts[legal].sum()  # never an illegal action
+    assert np.all(np.abs(counts[legal] - 1000) < 120), counts[legal]  # sd ~30
 
 
 @pytest.mark.parametrize("game_id", ["tic_tac_toe", "connect_four"])
