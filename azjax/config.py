@@ -362,7 +362,8 @@ def _validate(config: ExperimentConfig) -> None:
     _require(config.eval.oracle_positions >= 0, "eval.oracle_positions", "must be >= 0")
     _require(config.eval.gating_games >= 2, "eval.gating_games", "must be >= 2 (both colours)")
     _require(0.0 <= config.eval.gating_threshold <= 1.0, "eval.gating_threshold", "in [0, 1]")
-    _require(config.eval.arena_games >= 2, "eval.arena_games", "must be >= 2 (both colours)")
+    _require(config.eval.arena_games >= 2 and config.eval.arena_games % 2 == 0,
+             "eval.arena_games", "must be even and >= 2 (each side plays both colours equally)")
     _require(config.eval.num_simulations >= 0, "eval.num_simulations",
              "must be >= 0 (0 = search.num_simulations)")
     for opponent in config.eval.opponents:

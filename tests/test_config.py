@@ -58,6 +58,7 @@ def test_override_sets_nested_keys_with_yaml_types(tmp_path):
     ({"train": {"warmup_steps": -10}}, "train.warmup_steps: must be >= 0"),
     ({"selfplay": {"temperature_moves": -1}}, "selfplay.temperature_moves: must be >= 0"),
     ({"search": {"pb_c_base": 0}}, "search.pb_c_init: pb_c_init and pb_c_base must be > 0"),
+    ({"eval": {"arena_games": 51}}, "eval.arena_games: must be even and >= 2"),
 ])
 def test_bad_configs_name_the_key(data, message):
     with pytest.raises(ConfigError, match=re.escape(message)):
