@@ -20,7 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import envs
-from azjax.checkpoint import CheckpointError, load_model
+from azjax.checkpoint import CheckpointError, load_model, snapshot_dirs
 from azjax.config import ExperimentConfig
 from azjax.network import make_network
 from azjax.search import SearchOutput, make_search, masked_logits
@@ -44,8 +44,7 @@ def resolve_model_dir(spec: str | Path) -> Path:
     if (path / "model.json").is_file():
         return path
     if (path / "snapshots").is_dir():
-        snapshots = sorted((p for p in (path / "snapshots").iterdir()
-                            if p.is_dir() and p.name.isdigit()), key=lambda p: int(p.name))
+        snapshots = snapshot_dirs(path)
         if not snapshots:
             raise CheckpointError(f"run dir {path} has no snapshots yet (one is written at "
                                   "every evaluation)")

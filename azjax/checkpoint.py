@@ -35,6 +35,7 @@ __all__ = [
     "STORAGE_DTYPES",
     "load_model",
     "save_model",
+    "snapshot_dirs",
 ]
 
 MODEL_FORMAT_VERSION = 1
@@ -104,6 +105,15 @@ class RunCheckpointer:
 
     def close(self) -> None:
         self._manager.close()
+
+
+def snapshot_dirs(run_dir: str | Path) -> list[Path]:
+    """A run's snapshot directories (`snapshots/<iteration>/`), oldest first; [] if none."""
+    root = Path(run_dir) / "snapshots"
+    if not root.is_dir():
+        return []
+    return sorted((p for p in root.iterdir() if p.is_dir() and p.name.isdigit()),
+                  key=lambda p: int(p.name))
 
 
 # Storage dtypes a model's params may be written in; they are float32 again once loaded.

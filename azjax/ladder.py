@@ -36,7 +36,7 @@ import numpy as np
 import envs
 from azjax.agent import default_simulations
 from azjax.baselines import _derive_key, _seeds
-from azjax.checkpoint import CheckpointError, load_model
+from azjax.checkpoint import CheckpointError, load_model, snapshot_dirs
 from azjax.evaluate import PAIRED_OPENING_PLIES, ArenaResult, run_arena
 from azjax.evaluation import make_opponent, search_player
 from azjax.metrics import read_metrics
@@ -222,9 +222,7 @@ class LadderResult:
 
 
 def _snapshot_dirs(run_dir: Path, max_snapshots: int) -> list[Path]:
-    root = run_dir / "snapshots"
-    found = sorted((p for p in root.iterdir() if p.is_dir() and p.name.isdigit()),
-                   key=lambda p: int(p.name)) if root.is_dir() else []
+    found = snapshot_dirs(run_dir)
     if not found:
         raise CheckpointError(f"run dir {run_dir} has no snapshots (snapshots/<iteration>/)")
     if len(found) <= max_snapshots:
