@@ -135,7 +135,7 @@ def play_terminal(agent: Agent, *, simulations: int | None = None, first: str = 
     read, write = read or _stdin_read, write or _stdout_write
     if start:
         parse_start(agent.env, start)  # a bad opening fails before the first prompt
-    simulations = int(simulations or agent.num_simulations)
+    simulations = agent.search_simulations(simulations)
     write(f"{agent.env.name}: playing against {model_label(agent)}.")
     root = jax.random.PRNGKey(seed)
     finished = 0
