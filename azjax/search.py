@@ -20,7 +20,7 @@ import jax.numpy as jnp
 import mctx
 from flax import struct
 
-from azjax import mctx_backward
+from azjax import mctx_backward, mctx_simulate
 from azjax.config import SearchConfig
 from azjax.network import ApplyFn
 from envs.core import Env
@@ -35,6 +35,7 @@ __all__ = [
 ]
 
 mctx_backward.install()  # the same trees, without mctx's whole-tree copies per backup step
+mctx_simulate.install()  # the same search, one walk for the batch, no chains under terminals
 
 _ILLEGAL_LOGIT = -1e9  # finite, so softmaxes stay NaN-free even when every action is masked
 

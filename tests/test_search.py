@@ -131,6 +131,37 @@ def _random_positions(env, key, num_games, plies):
     return jax.lax.scan(play, states, jax.random.split(k_play, plies))[0]
 
 
+def _tree_builder(game, plies, simulations, algorithm, num_games=16):
+    """A function that searches `num_games` random non-final positions and returns mctx's tree.
+
+    mctx reads `backward` and `simulate` when the search is traced and jit reuses the trace of
+    a function it has seen, so call `jax.jit(lambda: build())()` afresh for each patch state.
+    """
+    import mctx
+
+    from azjax.search import make_root_fn
+
+    env = envs.make(game)
+    _, apply = make_network(NET, env.num_actions)
+    variables = init_network(NET, env.num_actions, env.observation_shape, jax.random.PRNGKey(3))
+    states = _random_positions(env, jax.random.PRNGKey(4), num_games, plies)
+    states = jax.tree.map(lambda x: x[~(states.terminated | states.truncated)], states)
+    root = make_root_fn(env, apply)(variables, states)
+    recurrent_fn = make_recurrent_fn(env, apply)
+    invalid = ~states.legal_action_mask
+
+    def build():
+        if algorithm == "gumbel":
+            return mctx.gumbel_muzero_policy(
+                variables, jax.random.PRNGKey(5), root, recurrent_fn,
+                num_simulations=simulations, invalid_actions=invalid,
+                max_num_considered_actions=4)
+        return mctx.muzero_policy(variables, jax.random.PRNGKey(6), root, recurrent_fn,
+                                  num_simulations=simulations, invalid_actions=invalid)
+
+    return build
+
+
 @pytest.mark.parametrize("game,plies,simulations,algorithm", [
     ("tic_tac_toe", 3, 40, "gumbel"),  # more simulations than the game has positions left
     ("tic_tac_toe", 2, 40, "puct"),
@@ -138,33 +169,16 @@ def _random_positions(env, key, num_games, plies):
 ])
 def test_batched_backward_builds_the_same_trees_as_mctx(game, plies, simulations, algorithm):
     """azjax.mctx_backward replaces mctx's vmapped backup; every tree array must match."""
-    import mctx
     from mctx._src import search as mctx_search
 
     from azjax import mctx_backward
-    from azjax.search import make_root_fn
 
-    env = envs.make(game)
-    _, apply = make_network(NET, env.num_actions)
-    variables = init_network(NET, env.num_actions, env.observation_shape, jax.random.PRNGKey(3))
-    states = _random_positions(env, jax.random.PRNGKey(4), 16, plies)
-    states = jax.tree.map(lambda x: x[~(states.terminated | states.truncated)], states)
-    root = make_root_fn(env, apply)(variables, states)
-    recurrent_fn = make_recurrent_fn(env, apply)
-    invalid = ~states.legal_action_mask
+    build = _tree_builder(game, plies, simulations, algorithm)
 
     def tree():
-        if algorithm == "gumbel":
-            return mctx.gumbel_muzero_policy(
-                variables, jax.random.PRNGKey(5), root, recurrent_fn,
-                num_simulations=simulations, invalid_actions=invalid,
-                max_num_considered_actions=4).search_tree
-        return mctx.muzero_policy(variables, jax.random.PRNGKey(6), root, recurrent_fn,
-                                  num_simulations=simulations,
-                                  invalid_actions=invalid).search_tree
+        return build().search_tree
 
-    # `backward` is read when the search is traced, and jit reuses the trace of a function it
-    # has seen: each side gets a function object of its own, and the two programs must differ.
+    # Each side gets a function object of its own, and the two programs must differ.
     try:
         mctx_backward.install(False)
         assert mctx_search.backward is mctx_backward.mctx_backward
@@ -184,3 +198,63 @@ def test_batched_backward_builds_the_same_trees_as_mctx(game, plies, simulations
         np.testing.assert_array_equal(getattr(got, name), getattr(want, name), err_msg=name)
     # Deep enough for the backup to matter: some non-root node was visited more than once.
     assert int(want.node_visits[:, 1:].max()) > 1
+
+
+def _below_terminal(tree) -> tuple[np.ndarray, np.ndarray]:
+    """Masks [B, N] of a tree's nodes: reached through a discount-0 edge, and under one."""
+    parents = np.asarray(tree.parents)
+    actions = np.asarray(tree.action_from_parent)
+    discounts = np.asarray(tree.children_discounts)
+    games = np.arange(parents.shape[0])
+    terminal = np.zeros(parents.shape, bool)
+    below = np.zeros(parents.shape, bool)
+    for node in range(1, parents.shape[1]):  # parents always have smaller indices
+        parent = np.maximum(parents[:, node], 0)
+        used = parents[:, node] >= 0
+        terminal[:, node] = used & (discounts[games, parent, actions[:, node]] == 0)
+        below[:, node] = used & (terminal[games, parent] | below[games, parent])
+    return terminal, below
+
+
+@pytest.mark.parametrize("game,plies,simulations,algorithm,has_chains", [
+    ("tic_tac_toe", 3, 40, "gumbel", True),  # every line ends within six plies
+    ("tic_tac_toe", 2, 40, "puct", True),    # puct's selection draws noise from its key
+    ("draughts", 20, 24, "gumbel", False),   # multi-jumps and forced moves: long walks
+])
+def test_batched_simulate_keeps_every_statistic_above_terminal_nodes(
+        game, plies, simulations, algorithm, has_chains):
+    """azjax.mctx_simulate walks the batch together and stops at terminal nodes, where mctx
+    walks on and grows a chain under them: the search's output and every node not under a
+    terminal node must match mctx's bit for bit, and the chains must be gone."""
+    from mctx._src import search as mctx_search
+
+    from azjax import mctx_simulate
+
+    build = _tree_builder(game, plies, simulations, algorithm)
+    try:
+        mctx_simulate.install(False)
+        assert mctx_search.simulate is mctx_simulate.mctx_simulate
+        want = jax.jit(lambda: build())()
+        mctx_simulate.install(True)
+        assert mctx_search.simulate is mctx_simulate.batched_simulate
+        got = jax.jit(lambda: build())()
+    finally:
+        mctx_simulate.install(True)
+    for name in ("action", "action_weights"):
+        np.testing.assert_array_equal(getattr(got, name), getattr(want, name), err_msg=name)
+    terminal, below = _below_terminal(want.search_tree)
+    # Where mctx grew chains under terminal nodes, the batched walk built none.
+    assert below.any() == has_chains
+    assert not _below_terminal(got.search_tree)[1].any()
+    keep = ~below
+    for name in ("node_visits", "node_values", "raw_values", "parents", "action_from_parent"):
+        np.testing.assert_array_equal(np.asarray(getattr(got.search_tree, name))[keep],
+                                      np.asarray(getattr(want.search_tree, name))[keep],
+                                      err_msg=name)
+    inner = ~below & ~terminal  # a terminal node's own children are mctx's chain
+    for name in ("children_index", "children_visits", "children_values", "children_rewards",
+                 "children_discounts"):
+        np.testing.assert_array_equal(np.asarray(getattr(got.search_tree, name))[inner],
+                                      np.asarray(getattr(want.search_tree, name))[inner],
+                                      err_msg=name)
+    assert int(want.search_tree.node_visits[:, 0].min()) == simulations + 1
