@@ -1,7 +1,7 @@
 """Pure-functional two-player board games for azjax (jit- and vmap-able)."""
 
 from envs.conformance import check_env
-from envs.core import Env, GameState, jitted_step, play_moves
+from envs.core import Env, GameState, jitted_step, play_moves, random_positions
 from envs.pgx_adapter import from_pgx
 from envs.registry import available, make, register
 
@@ -14,5 +14,6 @@ __all__ = [
     "jitted_step",
     "make",
     "play_moves",
+    "random_positions",
     "register",
 ]

@@ -167,6 +167,21 @@ def positions_along(env: Env, actions) -> Iterator[GameState]:
         yield state
 
 
+def random_positions(env: Env, key: jax.Array, num_games: int, plies: int) -> GameState:
+    """`num_games` states [num_games] after `plies` uniformly random legal moves each.
+
+    Games that end early stay as they ended. Jit-able (`num_games` and `plies` static).
+    """
+    def play(states, k):
+        actions = jax.random.categorical(k, jnp.where(states.legal_action_mask, 0.0, -jnp.inf))
+        done = states.terminated | states.truncated
+        return jax.vmap(tree_select)(done, states, jax.vmap(env.step)(states, actions)), None
+
+    k_init, k_play = jax.random.split(key)
+    states = jax.vmap(env.init)(jax.random.split(k_init, num_games))
+    return jax.lax.scan(play, states, jax.random.split(k_play, plies))[0]
+
+
 def play_moves(env: Env, actions) -> GameState:
     """Plays a move list (action ids) from the initial position; the final position.
 

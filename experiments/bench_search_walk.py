@@ -17,7 +17,6 @@ import statistics
 import time
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 import envs
@@ -25,19 +24,6 @@ from azjax import mctx_simulate
 from azjax.config import load_config
 from azjax.network import init_network, make_network
 from azjax.search import make_search
-from envs.core import tree_select
-
-
-def random_positions(env, key, batch, plies):
-    """`batch` states after `plies` uniformly random moves (games that ended stay ended)."""
-    def play(states, k):
-        actions = jax.random.categorical(k, jnp.where(states.legal_action_mask, 0.0, -jnp.inf))
-        done = states.terminated | states.truncated
-        return jax.vmap(tree_select)(done, states, jax.vmap(env.step)(states, actions)), None
-
-    k_init, k_play = jax.random.split(key)
-    states = jax.vmap(env.init)(jax.random.split(k_init, batch))
-    return jax.lax.scan(play, states, jax.random.split(k_play, plies))[0]
 
 
 def main() -> None:
@@ -60,7 +46,7 @@ def main() -> None:
     print(f"{'plies':>5} | {'mctx walk (ms)':>14} | {'batched walk (ms)':>17} | speed-up"
           " | same output")
     for plies in args.plies:
-        states = random_positions(env, jax.random.PRNGKey(plies), batch, plies)
+        states = envs.random_positions(env, jax.random.PRNGKey(plies), batch, plies)
         searches, outputs = [], []
         for enabled in (False, True):
             mctx_simulate.install(enabled)  # read at trace time: one jitted function per side

@@ -14,7 +14,6 @@ import envs
 from azjax.config import NetworkConfig, SearchConfig
 from azjax.network import init_network, make_network
 from azjax.search import make_recurrent_fn, make_search
-from envs.core import tree_select
 
 TTT = envs.make("tic_tac_toe")
 NET = NetworkConfig(kind="mlp", hidden=(8,))
@@ -118,19 +117,6 @@ def test_illegal_actions_get_no_search_weight():
     assert np.all(policy[[0, 2, 4, 8]] == 0.0) and policy.sum() == pytest.approx(1.0, abs=1e-5)
 
 
-def _random_positions(env, key, num_games, plies):
-    """num_games states after `plies` uniformly random moves (games that ended stay ended)."""
-    def play(states, k):
-        logits = jnp.where(states.legal_action_mask, 0.0, -jnp.inf)
-        actions = jax.random.categorical(k, logits)
-        done = states.terminated | states.truncated
-        return jax.vmap(tree_select)(done, states, jax.vmap(env.step)(states, actions)), None
-
-    k_init, k_play = jax.random.split(key)
-    states = jax.vmap(env.init)(jax.random.split(k_init, num_games))
-    return jax.lax.scan(play, states, jax.random.split(k_play, plies))[0]
-
-
 def _tree_builder(game, plies, simulations, algorithm, num_games=16):
     """A function that searches `num_games` random non-final positions and returns mctx's tree.
 
@@ -144,7 +130,7 @@ def _tree_builder(game, plies, simulations, algorithm, num_games=16):
     env = envs.make(game)
     _, apply = make_network(NET, env.num_actions)
     variables = init_network(NET, env.num_actions, env.observation_shape, jax.random.PRNGKey(3))
-    states = _random_positions(env, jax.random.PRNGKey(4), num_games, plies)
+    states = envs.random_positions(env, jax.random.PRNGKey(4), num_games, plies)
     states = jax.tree.map(lambda x: x[~(states.terminated | states.truncated)], states)
     root = make_root_fn(env, apply)(variables, states)
     recurrent_fn = make_recurrent_fn(env, apply)
