@@ -76,10 +76,11 @@ def main() -> None:
         ax.set_xlabel("self-play positions" if args.x == "positions" else "wall_s")
     for ax in axes[:, 0]:
         ax.set_ylabel("error (%)")
-    fig.legend(loc="lower center", ncol=2 * len(runs), fontsize=8)
+    # Search and raw of a run side by side, at most two runs to a row, so long labels fit.
+    fig.legend(loc="lower center", ncol=min(4, 2 * len(runs)), fontsize=8)
     fig.suptitle(f"{game}: oracle error per set (search solid, raw network dotted"
                  + ("; dashed: issue 4's target)" if targets else ")"))
-    fig.tight_layout(rect=(0, 0.05, 1, 1))
+    fig.tight_layout(rect=(0, 0.03 * ((len(runs) + 1) // 2 + 1), 1, 1))
     fig.savefig(args.out, dpi=90)
     print(f"wrote {args.out}")
 
