@@ -76,7 +76,8 @@ def main() -> None:
         ax.set_xlabel("self-play positions" if args.x == "positions" else "wall_s")
     for ax in axes[:, 0]:
         ax.set_ylabel("error (%)")
-    # Search and raw of a run side by side, at most two runs to a row, so long labels fit.
+    # At most four columns, filled column by column (a run's search line over its raw one),
+    # so long labels fit; the bottom margin grows with the legend's rows.
     fig.legend(loc="lower center", ncol=min(4, 2 * len(runs)), fontsize=8)
     fig.suptitle(f"{game}: oracle error per set (search solid, raw network dotted"
                  + ("; dashed: issue 4's target)" if targets else ")"))
