@@ -2,7 +2,7 @@
 
     python experiments/oracle_search_variants.py MODEL [--sets Test_L3_R1 ...]
         [--simulations 512] [--variants gumbel puct:by_parent_and_siblings puct:by_min_max]
-        [--positions N]
+        [--positions N] [--details N]
 
 MODEL is anything `azjax.Agent.load` takes (a game id, an exported model dir). A variant is
 `ALGORITHM[:QTRANSFORM]`: the model's search config with `search.algorithm` (and
@@ -10,7 +10,8 @@ MODEL is anything `azjax.Agent.load` takes (a game id, an exported model dir). A
 error rate (greedy search, the move outside the value-preserving ones) and which positions
 (0-based lines of the set's file) it got wrong, so that variants can be compared position by
 position. `--details N` then shows the first N wrong positions of each row: the exact score of
-every move, the network's prior and value, and the search's visit counts and value.
+every move (connect four's oracle files), the network's prior and value, and the search's
+visit counts and value.
 """
 
 from __future__ import annotations
@@ -93,7 +94,7 @@ def _show(agent: Agent, oracle_set, positions: np.ndarray, simulations: int) -> 
     for row, position in enumerate(positions.tolist()):
         print(f"    #{position}: played {int(out.action[row])}, "
               f"exact move scores {list(records[position].child_scores)}")
-        print(f"      prior {np.round(np.asarray(prior[row]), 2).tolist()}, "
+        print(f"      prior {[round(float(p), 2) for p in prior[row]]}, "
               f"value {float(value[row]):+.2f}")
         print(f"      visits {np.asarray(out.visit_counts[row]).tolist()}, "
               f"search value {float(out.value[row]):+.2f}")
