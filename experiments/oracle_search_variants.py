@@ -67,37 +67,36 @@ def main() -> None:
         for variant in args.variants:
             agent = _agent_with_search(base, variant)
             start = time.perf_counter()
-            actions = []
+            outputs = []  # the greedy search's output per batch: its action is the move played
             for first in range(0, count, _BATCH):
                 stop = min(first + _BATCH, count)
                 states = jax.tree.map(lambda x, a=first, b=stop: x[a:b], oracle_set.states)
-                actions.append(np.asarray(agent.act(jax.random.PRNGKey(0), states,
-                                                    num_simulations=args.simulations)))
-            wrong = np.asarray(wrong_moves(oracle_set.preserving[:count],
-                                           np.concatenate(actions)))
+                outputs.append(jax.device_get(agent.search_output(
+                    jax.random.PRNGKey(0), states, num_simulations=args.simulations)))
+            out = jax.tree.map(lambda *x: np.concatenate(x), *outputs)
+            wrong = np.asarray(wrong_moves(oracle_set.preserving[:count], out.action))
             seconds = time.perf_counter() - start
             print(f"{oracle_set.title:<16} | {variant:<28} | {100 * wrong.mean():5.1f}% | "
                   f"{seconds:5.0f}s | {np.flatnonzero(wrong).tolist()}", flush=True)
             if args.details:
-                _show(agent, oracle_set, np.flatnonzero(wrong)[:args.details], args.simulations)
+                _show(agent, oracle_set, out, np.flatnonzero(wrong)[:args.details])
 
 
-def _show(agent: Agent, oracle_set, positions: np.ndarray, simulations: int) -> None:
-    """Per wrong position: exact move scores, prior, network value, visits, search value."""
+def _show(agent: Agent, oracle_set, out, positions: np.ndarray) -> None:
+    """Per wrong position: exact move scores, prior, network value, and the search's visits
+    and value (`out`: the set's `SearchOutput`, [P] leading axis)."""
     if positions.size == 0:
         return
     (path,) = [f for f in oracle_files(agent.env, DEFAULT_ORACLE_ROOT) if f.stem == oracle_set.name]
     records = read_oracle_file(path, num_actions=agent.env.num_actions, first_digit=1)
-    states = jax.tree.map(lambda x: x[positions], oracle_set.states)
-    prior, value = agent.evaluate(states)
-    out = agent.search_output(jax.random.PRNGKey(0), states, num_simulations=simulations)
+    prior, value = agent.evaluate(jax.tree.map(lambda x: x[positions], oracle_set.states))
     for row, position in enumerate(positions.tolist()):
-        print(f"    #{position}: played {int(out.action[row])}, "
+        print(f"    #{position}: played {int(out.action[position])}, "
               f"exact move scores {list(records[position].child_scores)}")
         print(f"      prior {[round(float(p), 2) for p in prior[row]]}, "
               f"value {float(value[row]):+.2f}")
-        print(f"      visits {np.asarray(out.visit_counts[row]).tolist()}, "
-              f"search value {float(out.value[row]):+.2f}")
+        print(f"      visits {out.visit_counts[position].tolist()}, "
+              f"search value {float(out.value[position]):+.2f}")
 
 
 if __name__ == "__main__":
