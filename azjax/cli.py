@@ -150,13 +150,11 @@ def evaluate(
         _ladder(spec, against or [], games, simulations, seed)
         return
     try:
-        lines = evaluate_agent(spec, against=against or [], oracle=oracle, games=games,
-                               num_simulations=simulations, seed=seed,
-                               oracle_positions=oracle_positions)
+        evaluate_agent(spec, against=against or [], oracle=oracle, games=games,
+                       num_simulations=simulations, seed=seed,
+                       oracle_positions=oracle_positions, report=typer.echo)
     except _user_errors() as error:
         _fail(error)
-    for line in lines:
-        typer.echo(line)
 
 
 def _ladder(run_dir: str, against: list[str], games: int, simulations: int | None,
@@ -227,11 +225,9 @@ def export(
             from azjax.agent import Agent
             from azjax.evaluation import measure_agent
 
-            metrics, lines = measure_agent(Agent.load(model_dir), against=against or [],
-                                           oracle=oracle, games=games, num_simulations=None,
-                                           seed=seed)
-            for line in lines:
-                typer.echo(line)
+            metrics, _ = measure_agent(Agent.load(model_dir), against=against or [],
+                                       oracle=oracle, games=games, num_simulations=None,
+                                       seed=seed, report=typer.echo)
             return metrics
 
     try:

@@ -8,6 +8,7 @@ params are an argument, so the call compiles once per run, not once per evaluati
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -281,14 +282,16 @@ def _in_background(work):
 
 
 def measure_agent(agent: Any, *, against: list[str], oracle: str | None, games: int,
-                  num_simulations: int | None, seed: int, oracle_positions: int | None = None
+                  num_simulations: int | None, seed: int, oracle_positions: int | None = None,
+                  report: Callable[[str], None] | None = None
                   ) -> tuple[dict[str, Any], list[str]]:
     """Scores a loaded `azjax.Agent`: oracle errors (raw network and greedy search, every
     position of every set, or its first `oracle_positions`) and arenas (both colours) against
     baselines or other agents.
 
     Returns metrics under the training run's keys (`eval/oracle/...`, `eval/vs_<name>/...`) and
-    the human-readable lines `azjax eval` prints.
+    the human-readable lines `azjax eval` prints; `report`, if given, receives each line as soon
+    as it is measured (a 100-game arena against MCTS-1000 can take half an hour).
     """
     from azjax.agent import Agent
     from azjax.evaluate import arena_devices, play_arena
@@ -296,7 +299,14 @@ def measure_agent(agent: Any, *, against: list[str], oracle: str | None, games: 
     env = agent.env
     sims = agent.search_simulations(num_simulations)
     key = jax.random.PRNGKey(seed)
-    lines = [f"{agent!r}, evaluated with {sims} simulations"]
+    lines: list[str] = []
+
+    def emit(line: str) -> None:
+        lines.append(line)
+        if report is not None:
+            report(line)
+
+    emit(f"{agent!r}, evaluated with {sims} simulations")
     metrics: dict[str, Any] = {"eval/num_simulations": sims}
     params = agent.params
     if oracle is not None:
@@ -323,7 +333,7 @@ def measure_agent(agent: Any, *, against: list[str], oracle: str | None, games: 
                 metrics[f"eval/oracle/set/{name}/raw"] = raw_error
                 metrics[f"eval/oracle/set/{name}/search"] = search_error
             label = f"{oracle_set.title} ({name})" if oracle_set.title else name
-            lines.append(f"oracle {label:>32}: raw network {raw_error:6.2f}% errors, "
+            emit(f"oracle {label:>32}: raw network {raw_error:6.2f}% errors, "
                          f"search {search_error:6.2f}% errors ({len(preserving)} positions)")
         metrics["eval/oracle/raw_error"] = float(np.mean(raw_errors))
         metrics["eval/oracle/search_error"] = float(np.mean(search_errors))
@@ -345,18 +355,19 @@ def measure_agent(agent: Any, *, against: list[str], oracle: str | None, games: 
         metrics.update({f"eval/vs_{name}/wins": result.wins, f"eval/vs_{name}/draws": result.draws,
                         f"eval/vs_{name}/losses": result.losses,
                         f"eval/vs_{name}/score": result.score})
-        lines.append(f"vs {name:>10}: {result}  (Elo difference "
+        emit(f"vs {name:>10}: {result}  (Elo difference "
                      f"{elo_difference(result.score):+.0f})")
     return metrics, lines
 
 
 def evaluate_agent(spec: str, *, against: list[str], oracle: str | None, games: int,
                    num_simulations: int | None, seed: int,
-                   oracle_positions: int | None = None) -> list[str]:
+                   oracle_positions: int | None = None,
+                   report: Callable[[str], None] | None = None) -> list[str]:
     """`azjax eval`: arenas against baselines or other agents, and oracle scoring."""
     from azjax.agent import Agent
 
     _, lines = measure_agent(Agent.load(spec), against=against, oracle=oracle, games=games,
                              num_simulations=num_simulations, seed=seed,
-                             oracle_positions=oracle_positions)
+                             oracle_positions=oracle_positions, report=report)
     return lines

@@ -146,7 +146,10 @@ def test_cli_export_measures_the_model_for_its_card(tiny_run, tmp_path):
     assert "eval/oracle/search_error" in meta["training_eval"]
     # The card's figures are the model's own: re-scoring the export gives the same numbers.
     agent = Agent.load(tmp_path / "model")
-    again, _ = measure_agent(agent, against=[], oracle="", games=0, num_simulations=None, seed=0)
+    reported: list[str] = []
+    again, lines = measure_agent(agent, against=[], oracle="", games=0, num_simulations=None,
+                                 seed=0, report=reported.append)
+    assert reported == lines and len(lines) == 2  # the header, then the oracle line as measured
     assert again["eval/oracle/search_error"] == card["eval/oracle/search_error"]
     assert again["eval/oracle/raw_error"] == card["eval/oracle/raw_error"]
     text = (tmp_path / "model" / "MODEL_CARD.md").read_text()
