@@ -334,7 +334,7 @@ def measure_agent(agent: Any, *, against: list[str], oracle: str | None, games: 
                 metrics[f"eval/oracle/set/{name}/search"] = search_error
             label = f"{oracle_set.title} ({name})" if oracle_set.title else name
             emit(f"oracle {label:>32}: raw network {raw_error:6.2f}% errors, "
-                         f"search {search_error:6.2f}% errors ({len(preserving)} positions)")
+                 f"search {search_error:6.2f}% errors ({len(preserving)} positions)")
         metrics["eval/oracle/raw_error"] = float(np.mean(raw_errors))
         metrics["eval/oracle/search_error"] = float(np.mean(search_errors))
     me = search_player(agent._search_fn, params, sims)
@@ -356,7 +356,7 @@ def measure_agent(agent: Any, *, against: list[str], oracle: str | None, games: 
                         f"eval/vs_{name}/losses": result.losses,
                         f"eval/vs_{name}/score": result.score})
         emit(f"vs {name:>10}: {result}  (Elo difference "
-                     f"{elo_difference(result.score):+.0f})")
+             f"{elo_difference(result.score):+.0f})")
     return metrics, lines
 
 
