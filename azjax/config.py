@@ -76,6 +76,10 @@ class SearchConfig:
     qtransform: Literal["completed_by_mix_value", "by_parent_and_siblings", "by_min_max"] = (
         "completed_by_mix_value"
     )
+    # Not an mctx argument: the tree the search (and self-play) walks. True plays every
+    # position with a single legal action at once (`envs.forced`), so tree nodes and self-play
+    # positions are decisions only; draughts' forced captures and hops then cost no simulation.
+    play_forced_moves: bool = False
 
 
 @dataclasses.dataclass(frozen=True)

@@ -24,6 +24,7 @@ from azjax import mctx_backward, mctx_simulate
 from azjax.config import SearchConfig
 from azjax.network import ApplyFn
 from envs.core import Env
+from envs.forced import forced_moves_played
 
 __all__ = [
     "SearchOutput",
@@ -115,7 +116,9 @@ def make_search(env: Env, apply_fn: ApplyFn, config: SearchConfig):
     final policy, as used for evaluation and play. Returns a `SearchOutput`.
     """
     root_fn = make_root_fn(env, apply_fn)
-    recurrent_fn = make_recurrent_fn(env, apply_fn)
+    # The root is whatever position it is handed; below it, forced moves may be played at once.
+    tree_env = forced_moves_played(env) if config.play_forced_moves else env
+    recurrent_fn = make_recurrent_fn(tree_env, apply_fn)
     qtransform = qtransform_from_name(config.qtransform)
 
     def search(variables: Any, key: chex.PRNGKey, states: Any, *,

@@ -34,6 +34,7 @@ from azjax.search import make_search
 from azjax.selfplay import SelfPlayState, init_selfplay, make_selfplay
 from azjax.types import Positions
 from envs.core import Env
+from envs.forced import forced_moves_played
 
 __all__ = ["Learner", "RunState", "TrainState", "make_optimizer"]
 
@@ -117,9 +118,12 @@ class Learner:
             avoid_cached_cpu_collectives(self.mesh)
         self.module, self.apply_fn = make_network(config.network, env.num_actions)
         self.search_fn = make_search(env, self.apply_fn, config.search)
+        # Self-play walks the same game tree as the search: decisions only, when asked.
+        self.selfplay_env = forced_moves_played(env) if config.search.play_forced_moves else env
         self.optimizer = make_optimizer(config.train)
-        self._selfplay = (make_selfplay(env, self.search_fn, config.selfplay) if self.mesh is None
-                          else self._sharded_selfplay(config.selfplay))
+        self._selfplay = (
+            make_selfplay(self.selfplay_env, self.search_fn, config.selfplay)
+            if self.mesh is None else self._sharded_selfplay(config.selfplay))
         self._replay_ready = False
         # `compile()` swaps these for ahead-of-time executables: after that, an input whose
         # shape or dtype drifts fails loudly instead of silently recompiling every iteration.
@@ -212,7 +216,7 @@ class Learner:
             iteration=jnp.zeros((), jnp.int32),
             train=TrainState(step=jnp.zeros((), jnp.int32), params=params,
                              opt_state=self.optimizer.init(params)),
-            selfplay=init_selfplay(env, cfg.selfplay, k_play),
+            selfplay=init_selfplay(self.selfplay_env, cfg.selfplay, k_play),
             replay=replay_lib.init(example, cfg.replay.capacity),
             selfplay_params=params if cfg.eval.gating else None,
         )
@@ -231,7 +235,7 @@ class Learner:
         """
         devices = self.mesh.devices.size
         games_per_device = config.batch_size // devices
-        local = make_selfplay(self.env, self.search_fn,
+        local = make_selfplay(self.selfplay_env, self.search_fn,
                               dataclasses.replace(config, batch_size=games_per_device))
         games, steps, rep = P(AXIS), P(None, AXIS), P()
 

@@ -1,0 +1,94 @@
+"""Forced moves played at once: the game tree of decisions only.
+
+A position with a single legal action is no decision. In draughts they are common (a forced
+capture, the only hop that continues a multi-jump, the recapture after an exchange), and a
+search that spends a node and a network evaluation on each of them sees tactics several plies
+later than one that plays them at once; self-play that records them spends samples on
+policy targets with nothing to learn.
+
+`ForcedMovesPlayed(env)` is the same game with every forced action played inside `step` (and
+`init`), so its states are decisions or finished games. It changes no rule and no result: the
+games it plays are the base game's games, step counts, rewards and truncation included.
+Under `jax.vmap` the loop runs until the longest forced chain of the batch has been played.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+
+from envs.core import Env, GameState
+
+__all__ = ["ForcedMovesPlayed", "forced_moves_played", "is_forced", "play_forced_moves"]
+
+
+def is_forced(state: GameState) -> jax.Array:
+    """bool []: the game is live and has exactly one legal action."""
+    live = ~(state.terminated | state.truncated)
+    return live & (jnp.sum(state.legal_action_mask, dtype=jnp.int32) == 1)
+
+
+def play_forced_moves(env: Env, state: GameState) -> GameState:
+    """Plays the only legal action while there is exactly one (ONE game; vmap for a batch).
+
+    The returned state is live with >= 2 legal actions, or finished. Its `rewards` are those of
+    the last action played: every earlier one was non-terminal, so they sum to the same.
+    """
+    return jax.lax.while_loop(
+        is_forced, lambda s: env.step(s, jnp.argmax(s.legal_action_mask)), state)
+
+
+class ForcedMovesPlayed(Env):
+    """`env` with forced actions played at once; everything else is `env`'s.
+
+    Use it where the game tree is searched or self-played (`SearchConfig.play_forced_moves`);
+    hand people and opponents the base game: its positions and notation are the same.
+    """
+
+    def __init__(self, env: Env) -> None:
+        if isinstance(env, ForcedMovesPlayed):
+            raise TypeError("the env already plays forced moves at once")
+        self.base = env
+        self.name = env.name
+        self.num_actions = env.num_actions
+        self.observation_shape = env.observation_shape
+        self.max_game_length = env.max_game_length
+
+    def init(self, key: jax.Array) -> GameState:
+        return play_forced_moves(self.base, self.base.init(key))
+
+    def step(self, state: GameState, action: jax.Array) -> GameState:
+        return play_forced_moves(self.base, self.base.step(state, action))
+
+    def observe(self, state: GameState) -> jax.Array:
+        return self.base.observe(state)
+
+    def symmetries(self, obs: jax.Array, policy: jax.Array) -> tuple[jax.Array, jax.Array]:
+        return self.base.symmetries(obs, policy)
+
+    def render(self, state: GameState) -> str:
+        return self.base.render(state)
+
+    def action_to_str(self, action: int) -> str:
+        return self.base.action_to_str(action)
+
+    def str_to_action(self, text: str) -> int:
+        return self.base.str_to_action(text)
+
+    def _init(self) -> GameState:  # pragma: no cover - `init` is overridden
+        return self.base._init()
+
+    def _apply_legal_action(self, state: GameState, action: jax.Array) -> GameState:
+        return self.base._apply_legal_action(state, action)  # pragma: no cover
+
+    def __repr__(self) -> str:
+        return f"ForcedMovesPlayed({self.base!r})"
+
+
+@functools.cache
+def forced_moves_played(env: Env) -> ForcedMovesPlayed:
+    """One shared `ForcedMovesPlayed` per base env, so jitted callers that take the env as a
+    static argument compile once."""
+    return ForcedMovesPlayed(env)
