@@ -145,7 +145,9 @@ class EvalConfig:
 @dataclasses.dataclass(frozen=True)
 class BudgetConfig:
     max_iterations: int = 0  # 0 = unlimited
-    max_wall_s: float = 0.0  # 0 = unlimited; counts across resumed segments
+    # 0 = unlimited; counts across resumed segments. An iteration starts only when one costing
+    # what the last did (training and evaluation) still ends inside it.
+    max_wall_s: float = 0.0
     stop_when_perfect: bool = False  # stop at the first evaluation meeting the perfect-play bar
 
 

@@ -191,11 +191,15 @@ class _StopRequests:
             signal.signal(sig, handler)
 
 
-def _budget_left(config: ExperimentConfig, iteration: int, wall_s: float) -> bool:
+def _budget_left(config: ExperimentConfig, iteration: int, wall_s: float,
+                 next_cost_s: float = 0.0) -> bool:
+    """Whether another iteration may start: under `budget.max_iterations`, and with
+    `wall_s + next_cost_s` (the next iteration's expected cost: the last one's training and
+    evaluation) under `budget.max_wall_s`, so the last snapshot lands inside the budget."""
     budget = config.budget
     if budget.max_iterations and iteration >= budget.max_iterations:
         return False
-    return not (budget.max_wall_s and wall_s >= budget.max_wall_s)
+    return not (budget.max_wall_s and wall_s + next_cost_s >= budget.max_wall_s)
 
 
 def _agreed(flag: bool) -> bool:
@@ -311,6 +315,7 @@ def train(config: ExperimentConfig, run_dir: str | Path, *, show_progress: bool 
     stop = _StopRequests()
     state_is_whole = True  # False while an iteration holds `state`'s donated buffers
     unlogged: dict[str, Any] | None = None  # this iteration's record, until it is logged
+    train_s = eval_s = 0.0  # the last iteration's training and evaluation: the look-ahead
     try:
         stop.install()
         while not (budget_spent or stop_early or _agreed(stop.signal_name is not None)):
@@ -334,9 +339,12 @@ def train(config: ExperimentConfig, run_dir: str | Path, *, show_progress: bool 
                       "selfplay/draw_rate": float(metrics["selfplay/draws"]) / finished,
                       **{k: float(v) for k, v in metrics.items()}}
             unlogged = record
-            # Decided once: the iteration that spends the budget is evaluated and snapshotted,
-            # and it is the last one, however long its checkpoint takes to write.
-            budget_spent = not _agreed(_budget_left(config, iteration, wall_s()))
+            train_s = time.perf_counter() - step_start
+            # Decided once: when the next iteration (trained and evaluated as this one and the
+            # last evaluation were) would end past the budget, this one is evaluated,
+            # snapshotted and the last, however long its checkpoint takes to write.
+            budget_spent = not _agreed(_budget_left(config, iteration, wall_s(),
+                                                    train_s + eval_s))
             if iteration % config.eval.every_iterations == 0 or budget_spent:
                 if untrained is not None:
                     baseline = evaluator.evaluate(untrained, jax.random.fold_in(eval_key, 0))
@@ -355,9 +363,11 @@ def train(config: ExperimentConfig, run_dir: str | Path, *, show_progress: bool 
                     if accepted:  # a copy: the run state must not hold one buffer twice
                         state = state.replace(
                             selfplay_params=jax.tree.map(jnp.copy, state.train.params))
+                eval_start = time.perf_counter()
                 eval_metrics = evaluator.evaluate(
                     host_params(state.train.params), jax.random.fold_in(eval_key, iteration),
                     arenas=arenas_due(config, iteration, last=budget_spent))
+                eval_s = time.perf_counter() - eval_start
                 record.update(eval_metrics)
                 record["wall_s"] = wall_s()
                 perfect = bool(eval_metrics.get("eval/perfect", False))
@@ -372,9 +382,10 @@ def train(config: ExperimentConfig, run_dir: str | Path, *, show_progress: bool 
                                 "positions": record["positions"], "eval": eval_metrics,
                                 "time_to_perfect_s": time_to_perfect})
                     bar.write(evaluator.summary_line(iteration, record))
-                # An evaluation that ends past the budget ends the run: its iteration has
-                # just been evaluated and snapshotted.
-                budget_spent = not _agreed(_budget_left(config, iteration, wall_s()))
+                # An evaluation after which the next iteration no longer fits ends the run:
+                # its iteration has just been evaluated and snapshotted.
+                budget_spent = not _agreed(_budget_left(config, iteration, wall_s(),
+                                                        train_s + eval_s))
             logger.log(record)
             unlogged, last_record = None, record
             if iteration % config.eval.every_iterations == 0 and is_main:

@@ -381,3 +381,16 @@ def test_the_wall_seconds_bar_closes_when_the_last_iteration_overshoots_the_budg
     bar.close()
     assert bar.n == 60
     assert "100%" in out.getvalue() and "60/60 s" in out.getvalue()
+
+
+def test_an_iteration_starts_only_when_one_like_the_last_fits_the_wall_budget():
+    from azjax.run import _budget_left
+
+    config = dataclasses.replace(CONFIG, budget=BudgetConfig(max_wall_s=100))
+    assert _budget_left(config, 5, 50.0, next_cost_s=40.0)  # ends at 90 s
+    assert not _budget_left(config, 5, 70.0, next_cost_s=40.0)  # would end at 110 s
+    assert not _budget_left(config, 5, 100.0)  # spent, whatever the cost
+    assert _budget_left(config, 5, 99.0)  # nothing known of the next one's cost yet
+    iterations = dataclasses.replace(CONFIG, budget=BudgetConfig(max_iterations=3))
+    assert _budget_left(iterations, 2, 1e9, next_cost_s=1e9)  # no wall budget to spend
+    assert not _budget_left(iterations, 3, 0.0)
