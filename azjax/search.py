@@ -32,6 +32,7 @@ __all__ = [
     "make_root_fn",
     "make_search",
     "masked_logits",
+    "tree_env",
     "qtransform_from_name",
 ]
 
@@ -108,6 +109,12 @@ def qtransform_from_name(name: str):
     return functools.partial(mctx.qtransform_by_min_max, min_value=-1.0, max_value=1.0)
 
 
+def tree_env(env: Env, config: SearchConfig) -> Env:
+    """The game the search's tree (and self-play) walks: `env`, or with
+    `config.play_forced_moves` the same game with forced moves played at once."""
+    return forced_moves_played(env) if config.play_forced_moves else env
+
+
 def make_search(env: Env, apply_fn: ApplyFn, config: SearchConfig):
     """Returns `search(variables, key, states, *, num_simulations=None, noise=True)`.
 
@@ -117,8 +124,7 @@ def make_search(env: Env, apply_fn: ApplyFn, config: SearchConfig):
     """
     root_fn = make_root_fn(env, apply_fn)
     # The root is whatever position it is handed; below it, forced moves may be played at once.
-    tree_env = forced_moves_played(env) if config.play_forced_moves else env
-    recurrent_fn = make_recurrent_fn(tree_env, apply_fn)
+    recurrent_fn = make_recurrent_fn(tree_env(env, config), apply_fn)
     qtransform = qtransform_from_name(config.qtransform)
 
     def search(variables: Any, key: chex.PRNGKey, states: Any, *,

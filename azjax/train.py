@@ -30,11 +30,10 @@ from azjax.config import ExperimentConfig, TrainConfig
 from azjax.losses import alphazero_loss
 from azjax.network import init_network, make_network
 from azjax.parallel import AXIS, avoid_cached_cpu_collectives, check_divisible, replicate
-from azjax.search import make_search
+from azjax.search import make_search, tree_env
 from azjax.selfplay import SelfPlayState, init_selfplay, make_selfplay
 from azjax.types import Positions
 from envs.core import Env
-from envs.forced import forced_moves_played
 
 __all__ = ["Learner", "RunState", "TrainState", "make_optimizer"]
 
@@ -119,7 +118,7 @@ class Learner:
         self.module, self.apply_fn = make_network(config.network, env.num_actions)
         self.search_fn = make_search(env, self.apply_fn, config.search)
         # Self-play walks the same game tree as the search: decisions only, when asked.
-        self.selfplay_env = forced_moves_played(env) if config.search.play_forced_moves else env
+        self.selfplay_env = tree_env(env, config.search)
         self.optimizer = make_optimizer(config.train)
         self._selfplay = (
             make_selfplay(self.selfplay_env, self.search_fn, config.selfplay)

@@ -31,8 +31,14 @@ def _material(board: np.ndarray, sign: int) -> tuple[int, int, int, int]:
             int(np.sum(mine == -2)))
 
 
+def _boards(env, states, games: int) -> np.ndarray:
+    """int8 [B, 32]: each game's board (`env.board`, + Black)."""
+    return np.stack([env.board(jax.tree.map(lambda x, g=g: x[g], states)) for g in range(games)])
+
+
 def play(agent: Agent, opponent_name: str, games: int, simulations: int, seed: int) -> dict:
-    """Plays the games; returns per-ply arrays [T, B] and the final states."""
+    """Plays the games; returns per-ply arrays [T, B], the final boards [B, 32] and the
+    agent's result per game [B]."""
     env = agent.env
     opponent = jax.jit(make_opponent(env, opponent_name))
     step = jax.jit(jax.vmap(env.step))
@@ -51,8 +57,7 @@ def play(agent: Agent, opponent_name: str, games: int, simulations: int, seed: i
         theirs = np.asarray(opponent(k_opponent, states))
         mover = np.asarray(states.current_player)
         action = np.where(mover == me, np.asarray(out.action), theirs)
-        trace["board"].append(np.stack([env.board(jax.tree.map(lambda x, g=g: x[g], states))
-                                        for g in range(games)]))
+        trace["board"].append(_boards(env, states, games))
         trace["player"].append(np.where(done, -1, mover))
         trace["counter"].append(np.asarray(states.counter))
         trace["value"].append(np.asarray(out.value))
@@ -63,10 +68,8 @@ def play(agent: Agent, opponent_name: str, games: int, simulations: int, seed: i
                   flush=True)
     result = {name: np.array(values) for name, values in trace.items()}
     result["me"] = me
-    result["final_board"] = np.stack([env.board(jax.tree.map(lambda x, g=g: x[g], states))
-                                      for g in range(games)])
+    result["final_board"] = _boards(env, states, games)
     result["rewards_me"] = returns[:, me]
-    result["terminated"] = np.asarray(states.terminated)
     return result
 
 

@@ -7,6 +7,7 @@ import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from test_search import NET, _uniform_variables
 
 import envs
@@ -26,12 +27,8 @@ SUICIDE_FEN, SUICIDE, SAFE = "B:W18:B11", 31, 32
 def test_factory_shares_one_wrapper_and_refuses_to_wrap_twice():
     assert forced_moves_played(DRAUGHTS) is FORCED
     assert FORCED.name == "draughts" and FORCED.num_actions == DRAUGHTS.num_actions
-    try:
+    with pytest.raises(TypeError, match="already"):
         ForcedMovesPlayed(FORCED)
-    except TypeError as error:
-        assert "already" in str(error)
-    else:
-        raise AssertionError("wrapping twice should fail")
 
 
 def test_a_capture_with_one_reply_is_answered_at_once():
