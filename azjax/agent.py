@@ -21,7 +21,13 @@ import numpy as np
 
 import envs
 from azjax.checkpoint import CheckpointError, load_model, snapshot_dirs
-from azjax.config import ExperimentConfig
+from azjax.config import (
+    ConfigError,
+    ExperimentConfig,
+    apply_overrides,
+    config_from_saved,
+    config_to_dict,
+)
 from azjax.network import make_network
 from azjax.search import SearchOutput, make_search, masked_logits
 from envs.core import Env
@@ -97,6 +103,20 @@ class Agent:
         directory = resolve_model_dir(spec)
         params, config, meta = load_model(directory)
         return cls(envs.make(config.game), config, params, meta, directory)
+
+    def with_search(self, overrides: list[str]) -> Agent:
+        """The same network and weights searching under `KEY=VALUE` config overrides, e.g.
+        `["search.algorithm=puct", "search.play_forced_moves=true"]` (validated like `--set`).
+
+        Raises ConfigError for an override that would change the network or the game: the
+        weights would no longer fit them."""
+        if not overrides:
+            return self
+        config = config_from_saved(apply_overrides(config_to_dict(self.config), overrides))
+        if config.network != self.config.network or config.game != self.config.game:
+            raise ConfigError(f"{' '.join(overrides)}: an agent's overrides may change how it "
+                              "searches, not its network or game")
+        return Agent(self.env, config, self.params, self.meta, self.source)
 
     @property
     def num_simulations(self) -> int:

@@ -142,17 +142,23 @@ def evaluate(
         "--ladder", help="SPEC is a run dir: play its snapshots against each other and the "
                          "baselines (--against), fit Elo (random = 0), write ladder.json/.png")
     ] = False,
+    set_: Annotated[list[str] | None, typer.Option(
+        "--set", help="Change how the evaluated agent searches, e.g. --set search.algorithm=puct "
+                      "(its network and game stay)")] = None,
 ) -> None:
     """Evaluate an agent: arenas against baselines or agents, oracle scoring, Elo ladders."""
     from azjax.evaluation import evaluate_agent
 
     if ladder:
+        if set_:
+            _fail(ValueError("--set applies to one agent, not to a --ladder of snapshots"))
         _ladder(spec, against or [], games, simulations, seed)
         return
     try:
         evaluate_agent(spec, against=against or [], oracle=oracle, games=games,
                        num_simulations=simulations, seed=seed,
-                       oracle_positions=oracle_positions, report=typer.echo)
+                       oracle_positions=oracle_positions, report=typer.echo,
+                       overrides=set_ or [])
     except _user_errors() as error:
         _fail(error)
 

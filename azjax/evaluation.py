@@ -363,11 +363,16 @@ def measure_agent(agent: Any, *, against: list[str], oracle: str | None, games: 
 def evaluate_agent(spec: str, *, against: list[str], oracle: str | None, games: int,
                    num_simulations: int | None, seed: int,
                    oracle_positions: int | None = None,
-                   report: Callable[[str], None] | None = None) -> list[str]:
-    """`azjax eval`: arenas against baselines or other agents, and oracle scoring."""
+                   report: Callable[[str], None] | None = None,
+                   overrides: list[str] | None = None) -> list[str]:
+    """`azjax eval`: arenas against baselines or other agents, and oracle scoring; `overrides`
+    (`KEY=VALUE`) change how the evaluated agent searches (`Agent.with_search`)."""
     from azjax.agent import Agent
 
-    _, lines = measure_agent(Agent.load(spec), against=against, oracle=oracle, games=games,
+    agent = Agent.load(spec).with_search(overrides or [])
+    if overrides and report is not None:
+        report(f"search overrides: {' '.join(overrides)}")
+    _, lines = measure_agent(agent, against=against, oracle=oracle, games=games,
                              num_simulations=num_simulations, seed=seed,
                              oracle_positions=oracle_positions, report=report)
     return lines

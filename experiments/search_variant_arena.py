@@ -19,17 +19,8 @@ import time
 import jax
 
 from azjax.agent import Agent
-from azjax.config import apply_overrides, config_from_saved, config_to_dict
 from azjax.evaluate import PAIRED_OPENING_PLIES, elo_difference, play_arena
 from azjax.evaluation import search_player
-
-
-def variant_of(agent: Agent, overrides: list[str]) -> Agent:
-    """The same network and weights, its config with `KEY=VALUE` overrides (validated)."""
-    config = config_from_saved(apply_overrides(config_to_dict(agent.config), overrides))
-    if config.network != agent.config.network or config.game != agent.config.game:
-        raise SystemExit("--set may change how the model searches, not its network or game")
-    return Agent(agent.env, config, agent.params, agent.meta, agent.source)
 
 
 def main() -> None:
@@ -44,7 +35,7 @@ def main() -> None:
     args = parser.parse_args()
 
     base = Agent.load(args.model)
-    variant = variant_of(base, args.overrides)
+    variant = base.with_search(args.overrides)
     sims = base.search_simulations(args.simulations)
     start = time.time()
     result = play_arena(

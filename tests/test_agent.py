@@ -59,6 +59,30 @@ def test_greedy_search_equals_argmax_of_its_policy_and_is_deterministic(agent):
     np.testing.assert_array_equal(a1, a2)
 
 
+def test_with_search_changes_only_how_the_agent_searches(agent):
+    puct = agent.with_search(["search.algorithm=puct", "search.num_simulations=8"])
+    assert puct.config.search.algorithm == "puct" and puct.num_simulations == 8
+    assert agent.config.search.algorithm != "puct"  # the original is untouched
+    assert puct.params is agent.params and puct.config.network == agent.config.network
+    assert agent.with_search([]) is agent
+    with pytest.raises(ValueError, match="not its network or game"):
+        agent.with_search(["network.channels=7"])
+    with pytest.raises(ValueError, match="search.algorithm"):
+        agent.with_search(["search.algorithm=alphabeta"])
+
+
+def test_cli_eval_set_overrides_the_search_and_names_bad_keys(tiny_run):
+    run_dir, _ = tiny_run
+    out = RUNNER.invoke(app, ["eval", str(run_dir), "--against", "random", "--games", "4",
+                              "--set", "search.algorithm=puct"])
+    assert out.exit_code == 0, out.output
+    assert "search overrides: search.algorithm=puct" in out.output and "vs     random" in out.output
+    out = RUNNER.invoke(app, ["eval", str(run_dir), "--set", "search.nonsense=1"])
+    assert out.exit_code == 2 and "search.nonsense" in out.output, out.output
+    out = RUNNER.invoke(app, ["eval", str(run_dir), "--ladder", "--set", "search.algorithm=puct"])
+    assert out.exit_code == 2 and "--ladder" in out.output, out.output
+
+
 def test_load_errors_name_the_problem(tmp_path):
     with pytest.raises(CheckpointError, match="neither a game id"):
         Agent.load(tmp_path / "nothing-here")
