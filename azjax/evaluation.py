@@ -370,9 +370,11 @@ def evaluate_agent(spec: str, *, against: list[str], oracle: str | None, games: 
     from azjax.agent import Agent
 
     agent = Agent.load(spec).with_search(overrides or [])
-    if overrides and report is not None:
-        report(f"search overrides: {' '.join(overrides)}")
+    header = [f"search overrides: {' '.join(overrides)}"] if overrides else []
+    if report is not None:
+        for line in header:
+            report(line)
     _, lines = measure_agent(agent, against=against, oracle=oracle, games=games,
                              num_simulations=num_simulations, seed=seed,
                              oracle_positions=oracle_positions, report=report)
-    return lines
+    return header + lines

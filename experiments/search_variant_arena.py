@@ -19,6 +19,7 @@ import time
 import jax
 
 from azjax.agent import Agent
+from azjax.config import ConfigError
 from azjax.evaluate import PAIRED_OPENING_PLIES, elo_difference, play_arena
 from azjax.evaluation import search_player
 
@@ -35,7 +36,10 @@ def main() -> None:
     args = parser.parse_args()
 
     base = Agent.load(args.model)
-    variant = base.with_search(args.overrides)
+    try:
+        variant = base.with_search(args.overrides)
+    except ConfigError as error:  # a bad key or a network change: one line, not a traceback
+        raise SystemExit(f"error: {error}") from None
     sims = base.search_simulations(args.simulations)
     start = time.time()
     result = play_arena(
