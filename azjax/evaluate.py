@@ -23,7 +23,8 @@ from azjax.baselines import Player, _derive_key, _hash_choice, _seeds
 from azjax.parallel import AXIS, make_mesh
 from envs.core import Env
 
-__all__ = ["ArenaResult", "arena_devices", "elo_difference", "play_arena", "run_arena"]
+__all__ = ["ArenaResult", "arena_devices", "arena_split_note", "elo_difference", "play_arena",
+           "run_arena"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -223,6 +224,17 @@ def arena_devices(num_games: int, devices: list | None = None) -> tuple:
     repeat only on the same count (each device draws its own random numbers)."""
     devices = tuple(jax.local_devices() if devices is None else devices)
     return devices if len(devices) > 1 and num_games % len(devices) == 0 else devices[:1]
+
+
+def arena_split_note(num_games: int, devices: list | None = None) -> str | None:
+    """A line telling the user that `num_games` will not split over this process's devices
+    (or `devices`) and run on one of them, D times slower; None when they split or there is
+    only one device."""
+    devices = tuple(jax.local_devices() if devices is None else devices)
+    if len(devices) == 1 or len(arena_devices(num_games, list(devices))) > 1:
+        return None
+    return (f"note: {num_games} games do not divide over {len(devices)} devices, so one device "
+            f"plays them all; a multiple of {len(devices)} splits them")
 
 
 def play_arena(

@@ -294,7 +294,7 @@ def measure_agent(agent: Any, *, against: list[str], oracle: str | None, games: 
     as it is measured (a 100-game arena against MCTS-1000 can take half an hour).
     """
     from azjax.agent import Agent
-    from azjax.evaluate import arena_devices, play_arena
+    from azjax.evaluate import arena_devices, arena_split_note, play_arena
 
     env = agent.env
     sims = agent.search_simulations(num_simulations)
@@ -341,6 +341,8 @@ def measure_agent(agent: Any, *, against: list[str], oracle: str | None, games: 
     opponents = against or (["random", "greedy"] if oracle is None else [])
     if opponents:  # the count of devices is part of what makes an arena's result repeatable
         metrics["eval/arena_devices"] = len(arena_devices(games))
+        if (note := arena_split_note(games)) is not None:
+            emit(note)
     for name in opponents:
         if name in ("random", "greedy") or name.startswith("mcts:"):
             opponent, opening_plies = make_opponent(env, name), 0

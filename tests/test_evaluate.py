@@ -11,7 +11,14 @@ import pytest
 
 import envs
 from azjax.baselines import greedy_player, random_player
-from azjax.evaluate import ArenaResult, elo_difference, play_arena, run_arena
+from azjax.evaluate import (
+    ArenaResult,
+    arena_devices,
+    arena_split_note,
+    elo_difference,
+    play_arena,
+    run_arena,
+)
 
 TTT = envs.make("tic_tac_toe")
 C4 = envs.make("connect_four")
@@ -159,6 +166,15 @@ def test_elo_difference():
     assert elo_difference(1.0) == math.inf and elo_difference(0.0) == -math.inf
     with pytest.raises(ValueError, match="score"):
         elo_difference(1.5)
+
+
+def test_games_that_do_not_divide_over_the_devices_play_on_one_and_say_so():
+    three = ["cpu:0", "cpu:1", "cpu:2"]  # stand-ins: only counted, never used
+    assert arena_devices(9, three) == tuple(three) and arena_split_note(9, three) is None
+    assert arena_devices(10, three) == ("cpu:0",)
+    assert arena_split_note(10, three) == ("note: 10 games do not divide over 3 devices, so one "
+                                           "device plays them all; a multiple of 3 splits them")
+    assert arena_split_note(10, ["cpu:0"]) is None  # one device: nothing to split
 
 
 def test_bad_arguments():
