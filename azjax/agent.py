@@ -29,7 +29,7 @@ from azjax.config import (
     config_to_dict,
 )
 from azjax.network import make_network
-from azjax.search import SearchOutput, make_search, masked_logits
+from azjax.search import SearchOutput, make_network_search, masked_logits
 from envs.core import Env
 
 __all__ = ["MODELS_DIR", "Agent", "default_simulations", "resolve_model_dir", "states_from_moves"]
@@ -85,6 +85,16 @@ def _pad(states: Any, size: int) -> Any:
     return jax.tree.map(pad, states)
 
 
+def with_search_overrides(config: ExperimentConfig, overrides: list[str]) -> ExperimentConfig:
+    """`config` under `KEY=VALUE` overrides (validated like `--set`) that may change how a
+    trained network searches; ConfigError for one that would change its network or game."""
+    changed = config_from_saved(apply_overrides(config_to_dict(config), overrides))
+    if changed.network != config.network or changed.game != config.game:
+        raise ConfigError(f"{' '.join(overrides)}: an agent's overrides may change how it "
+                          "searches, not its network or game")
+    return changed
+
+
 class Agent:
     """A network and its search over one game. Build with `Agent.load(spec)`."""
 
@@ -96,7 +106,7 @@ class Agent:
         self.meta = meta or {}
         self.source = source
         _, self.apply_fn = make_network(config.network, env.num_actions)
-        self._search_fn = make_search(env, self.apply_fn, config.search)
+        self._search_fn = make_network_search(env, config.network, config.search)
 
     @classmethod
     def load(cls, spec: str | Path) -> Agent:
@@ -112,10 +122,7 @@ class Agent:
         weights would no longer fit them."""
         if not overrides:
             return self
-        config = config_from_saved(apply_overrides(config_to_dict(self.config), overrides))
-        if config.network != self.config.network or config.game != self.config.game:
-            raise ConfigError(f"{' '.join(overrides)}: an agent's overrides may change how it "
-                              "searches, not its network or game")
+        config = with_search_overrides(self.config, overrides)
         return Agent(self.env, config, self.params, self.meta, self.source)
 
     @property

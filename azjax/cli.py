@@ -220,6 +220,9 @@ def export(
         help="The params' dtype on disk: float32 | float16 | bfloat16 (loaded as float32; "
              "float16 halves the size, and the card's scores are measured on what is stored)")
     ] = "float32",
+    set_: Annotated[list[str] | None, typer.Option(
+        "--set", help="Change how the exported model searches by default, e.g. --set "
+                      "search.matmul_dtype=float32 (search keys only; repeatable)")] = None,
 ) -> None:
     """Write a self-contained model (params, config, search defaults, format version) and its
     model card; with --oracle / --against, the card carries scores measured on the export."""
@@ -238,7 +241,7 @@ def export(
 
     try:
         out = export_model(run_dir, snapshot, to, num_simulations=simulations, evaluate=evaluate,
-                           storage_dtype=params_dtype)
+                           storage_dtype=params_dtype, search_overrides=set_ or [])
     except _user_errors() as error:
         _fail(error)
     typer.echo(f"exported {out}")

@@ -10,7 +10,7 @@ from typing import Any
 
 import jax
 
-from azjax.agent import default_simulations, resolve_model_dir
+from azjax.agent import default_simulations, resolve_model_dir, with_search_overrides
 from azjax.checkpoint import CheckpointError, load_model, save_model
 from azjax.metrics import machine_description, read_metrics
 
@@ -20,7 +20,8 @@ __all__ = ["export_model"]
 def export_model(run_dir: str | Path, snapshot: str | None, to: str | Path, *,
                  num_simulations: int | None = None,
                  evaluate: Callable[[Path], dict[str, Any]] | None = None,
-                 storage_dtype: str = "float32") -> Path:
+                 storage_dtype: str = "float32",
+                 search_overrides: list[str] | None = None) -> Path:
     """Copies snapshot `snapshot` (default: the newest) of `run_dir` to `to`, adding the
     search defaults, the run's provenance and a Markdown model card (MODEL_CARD.md).
 
@@ -29,6 +30,9 @@ def export_model(run_dir: str | Path, snapshot: str | None, to: str | Path, *,
     under the training run's `eval/...` keys; they replace the snapshot's training-time
     figures in the card, which stay in model.json as `training_eval`. storage_dtype: the
     params' dtype on disk (`save_model`); the evaluation measures the params as stored.
+    search_overrides: `KEY=VALUE` changes to how the model searches by default (e.g.
+    `search.matmul_dtype=float32` for a run that searched in bfloat16), validated like
+    `Agent.with_search`; the card is measured under them.
     """
     run_dir, to = Path(run_dir), Path(to)
     if snapshot is None:
@@ -39,6 +43,8 @@ def export_model(run_dir: str | Path, snapshot: str | None, to: str | Path, *,
             raise CheckpointError(f"no snapshot {snapshot} in {run_dir / 'snapshots'}")
     _check_target(run_dir, to)
     params, config, meta = load_model(source)
+    if search_overrides:
+        config = with_search_overrides(config, search_overrides)
     if num_simulations is not None and num_simulations < 1:
         raise ValueError(f"num_simulations must be >= 1, got {num_simulations}")
     extra = {

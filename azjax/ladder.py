@@ -40,8 +40,7 @@ from azjax.checkpoint import CheckpointError, load_model, snapshot_dirs
 from azjax.evaluate import PAIRED_OPENING_PLIES, ArenaResult, run_arena
 from azjax.evaluation import make_opponent, search_player
 from azjax.metrics import read_metrics
-from azjax.network import make_network
-from azjax.search import make_search
+from azjax.search import make_network_search
 
 __all__ = ["LadderPlayer", "LadderResult", "fit_elo", "format_ladder", "run_ladder"]
 
@@ -297,8 +296,7 @@ def run_ladder(
     for _, other, _ in loaded[1:]:
         if other.game != config.game or other.network != config.network:
             raise CheckpointError(f"the snapshots in {run_dir} differ in game or network")
-    _, apply_fn = make_network(config.network, env.num_actions)
-    search_fn = make_search(env, apply_fn, config.search)
+    search_fn = make_network_search(env, config.network, config.search)
     meta0 = loaded[0][2]
     sims = int(simulations or meta0.get("num_simulations") or default_simulations(config))
     opponents = {name: make_opponent(env, name) for name in baseline_names}

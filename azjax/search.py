@@ -21,8 +21,8 @@ import mctx
 from flax import struct
 
 from azjax import mctx_backward, mctx_simulate
-from azjax.config import SearchConfig
-from azjax.network import ApplyFn
+from azjax.config import NetworkConfig, SearchConfig
+from azjax.network import ApplyFn, make_network
 from envs.core import Env
 from envs.forced import forced_moves_played
 
@@ -31,6 +31,7 @@ __all__ = [
     "make_recurrent_fn",
     "make_root_fn",
     "make_search",
+    "make_network_search",
     "masked_logits",
     "tree_env",
     "qtransform_from_name",
@@ -163,3 +164,11 @@ def make_search(env: Env, apply_fn: ApplyFn, config: SearchConfig):
         )
 
     return search
+
+
+def make_network_search(env: Env, network: NetworkConfig, config: SearchConfig):
+    """`make_search` over a fresh network of `network`'s shape whose dense layers multiply in
+    `config.matmul_dtype`: the search every caller holding a config wants. Its `variables` are
+    the float32 ones the training step updates."""
+    _, apply_fn = make_network(network, env.num_actions, matmul_dtype=config.matmul_dtype)
+    return make_search(env, apply_fn, config)

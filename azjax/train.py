@@ -30,7 +30,7 @@ from azjax.config import ExperimentConfig, TrainConfig
 from azjax.losses import alphazero_loss
 from azjax.network import init_network, make_network
 from azjax.parallel import AXIS, avoid_cached_cpu_collectives, check_divisible, replicate
-from azjax.search import make_search, tree_env
+from azjax.search import make_network_search, tree_env
 from azjax.selfplay import SelfPlayState, init_selfplay, make_selfplay
 from azjax.types import Positions
 from envs.core import Env
@@ -116,7 +116,7 @@ class Learner:
             check_divisible(config, self.mesh.devices.size)
             avoid_cached_cpu_collectives(self.mesh)
         self.module, self.apply_fn = make_network(config.network, env.num_actions)
-        self.search_fn = make_search(env, self.apply_fn, config.search)
+        self.search_fn = make_network_search(env, config.network, config.search)
         # Self-play walks the same game tree as the search: decisions only, when asked.
         self.selfplay_env = tree_env(env, config.search)
         self.optimizer = make_optimizer(config.train)

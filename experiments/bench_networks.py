@@ -2,13 +2,16 @@
 
     python experiments/bench_networks.py [--game connect_four] [--nets resnet:32x4 resmlp:512x3]
                                          [--infer-batch 256] [--train-batch 512] [--rounds 5]
+                                         [--matmul-dtypes float32 bfloat16]
 
 A net is `resnet:CHANNELSxBLOCKS`, `resmlp:WIDTHxBLOCKS` (with a conv stem:
 `resmlp:WIDTHxBLOCKS+LAYERSxCHANNELS`) or `mlp:W1-W2-...`. For each it prints
 parameters, forward FLOPs per evaluation (XLA's cost analysis), network evaluations/s at the
 inference batch (what one search step asks for) and training samples/s at the train batch (one
 value-and-grad of the AlphaZero loss plus an Adam update, ~3x the forward FLOPs), each with the
-GFLOP/s it reaches. Medians over interleaved rounds; compare nets within one run.
+GFLOP/s it reaches. Medians over interleaved rounds; compare nets within one run. Each
+`--matmul-dtypes` entry is a row per net: "bfloat16" multiplies the dense layers in bfloat16,
+accumulating in float32 (`search.matmul_dtype`; the parameters stay float32).
 """
 
 from __future__ import annotations
@@ -42,10 +45,11 @@ def parse_net(spec: str) -> NetworkConfig:
     raise SystemExit(f"--nets: cannot read {spec!r} (resnet:32x4, resmlp:512x3 or mlp:256-256)")
 
 
-def build(config: NetworkConfig, env, infer_batch: int, train_batch: int):
+def build(config: NetworkConfig, env, infer_batch: int, train_batch: int,
+          matmul_dtype: str = "float32"):
     """Jitted (infer(params, obs), train(params, opt_state, batch)) and their inputs."""
     shape = env.observation_shape
-    _, apply = make_network(config, env.num_actions)
+    _, apply = make_network(config, env.num_actions, matmul_dtype=matmul_dtype)
     variables = init_network(config, env.num_actions, shape, jax.random.PRNGKey(0))
     params = variables["params"]
     optimizer = optax.adam(1e-3)
@@ -96,11 +100,14 @@ def main() -> None:
     parser.add_argument("--train-batch", type=int, default=512)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--repeats", type=int, default=10, help="calls timed per round")
+    parser.add_argument("--matmul-dtypes", nargs="+", default=["float32"],
+                        choices=["float32", "bfloat16"])
     args = parser.parse_args()
 
     env = envs.make(args.game)
-    nets = {spec: build(parse_net(spec), env, args.infer_batch, args.train_batch)
-            for spec in args.nets}
+    nets = {f"{spec}" + ("" if dtype == "float32" else " bf16"):
+            build(parse_net(spec), env, args.infer_batch, args.train_batch, dtype)
+            for spec in args.nets for dtype in args.matmul_dtypes}
     infer_s = {spec: [] for spec in nets}
     train_s = {spec: [] for spec in nets}
     for _ in range(args.rounds):
@@ -110,12 +117,12 @@ def main() -> None:
 
     print(f"{args.game}, {jax.devices()[0].platform}, inference batch {args.infer_batch}, "
           f"train batch {args.train_batch}, median of {args.rounds} interleaved rounds")
-    print(f"{'net':>15} {'params':>9} {'MFLOP/eval':>10} {'evals/s':>10} {'GFLOP/s':>8} "
+    print(f"{'net':>20} {'params':>9} {'MFLOP/eval':>10} {'evals/s':>10} {'GFLOP/s':>8} "
           f"{'samples/s':>10} {'GFLOP/s*':>9}")
     for spec, (*_, flops, n_params) in nets.items():
         infer_rate = args.infer_batch / statistics.median(infer_s[spec])
         train_rate = args.train_batch / statistics.median(train_s[spec])
-        print(f"{spec:>15} {n_params:>9,} {flops / 1e6:>10.2f} {infer_rate:>10,.0f} "
+        print(f"{spec:>20} {n_params:>9,} {flops / 1e6:>10.2f} {infer_rate:>10,.0f} "
               f"{infer_rate * flops / 1e9:>8.1f} {train_rate:>10,.0f} "
               f"{3 * train_rate * flops / 1e9:>9.1f}")
     print("* training GFLOP/s counted as 3x the forward FLOPs per sample")

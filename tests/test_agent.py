@@ -71,6 +71,23 @@ def test_with_search_changes_only_how_the_agent_searches(agent):
         agent.with_search(["search.algorithm=alphabeta"])
 
 
+def test_a_bfloat16_search_plays_the_same_weights(agent):
+    """`search.matmul_dtype=bfloat16` searches with bfloat16 matmuls over the same float32
+    weights: the raw network (`evaluate`) is unchanged, and the search's root value moves only
+    by bfloat16's rounding."""
+    fast = agent.with_search(["search.matmul_dtype=bfloat16"])
+    assert fast.params is agent.params and fast.config.search.matmul_dtype == "bfloat16"
+    states = states_from_moves(agent.env, [[], [4], [0, 4, 8]])
+    np.testing.assert_array_equal(np.asarray(fast.evaluate(states)[0]),
+                                  np.asarray(agent.evaluate(states)[0]))
+    _, policy16, value16 = fast.search(jax.random.PRNGKey(0), states)
+    _, policy32, value32 = agent.search(jax.random.PRNGKey(0), states)
+    np.testing.assert_allclose(np.asarray(value16), np.asarray(value32), atol=0.05)
+    np.testing.assert_allclose(np.asarray(policy16).sum(-1), 1.0, rtol=1e-5)
+    with pytest.raises(ValueError, match="search.matmul_dtype"):
+        agent.with_search(["search.matmul_dtype=float16"])
+
+
 def test_cli_eval_set_overrides_the_search_and_names_bad_keys(tiny_run):
     run_dir, _ = tiny_run
     out = RUNNER.invoke(app, ["eval", str(run_dir), "--against", "random", "--games", "4",
@@ -102,6 +119,21 @@ def test_a_directory_named_like_a_game_says_it_hides_the_shipped_model(tmp_path,
     (tmp_path / "tic_tac_toe").mkdir()
     with pytest.raises(CheckpointError, match="hides the shipped 'tic_tac_toe' model: pass"):
         Agent.load("tic_tac_toe")
+
+
+def test_cli_export_set_changes_the_default_search_and_refuses_network_keys(tiny_run, tmp_path):
+    """`azjax export --set` stores a search change in the model (a run that searched in
+    bfloat16 can ship a float32 search), and refuses, writing nothing, one that would change
+    the network its weights were trained for."""
+    run_dir, _ = tiny_run
+    out = RUNNER.invoke(app, ["export", str(run_dir), "2", "--to", str(tmp_path / "model"),
+                              "--set", "search.matmul_dtype=bfloat16"])
+    assert out.exit_code == 0, out.output
+    assert Agent.load(tmp_path / "model").config.search.matmul_dtype == "bfloat16"
+    out = RUNNER.invoke(app, ["export", str(run_dir), "2", "--to", str(tmp_path / "other"),
+                              "--set", "network.width=7"])
+    assert out.exit_code == 2 and "not its network or game" in out.output, out.output
+    assert not (tmp_path / "other").exists()
 
 
 def test_cli_export_then_eval(tiny_run, tmp_path):

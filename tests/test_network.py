@@ -123,3 +123,43 @@ def test_a_config_saved_before_head_norm_loads_without_it():
     del saved["network"]["head_norm"]
     assert config_from_saved(saved).network.head_norm is False
     assert config_from_dict(saved).network.head_norm is True  # a new config: today's default
+
+
+@pytest.mark.parametrize("config", [NetworkConfig(kind="resmlp", width=64, blocks=2),
+                                    NetworkConfig(kind="mlp", hidden=(64, 64))],
+                         ids=["resmlp", "mlp"])
+def test_bfloat16_matmuls_use_the_same_weights_and_stay_close_to_float32(config):
+    """`matmul_dtype="bfloat16"` changes how the trunk's dense layers multiply, not the
+    parameters: one float32 parameter tree serves both, the outputs stay float32, and they
+    agree with float32's to bfloat16's precision (8 bits of mantissa per operand, sums in
+    float32)."""
+    shape = (6, 7, 2)
+    variables = init_network(config, 7, shape, jax.random.PRNGKey(0))
+    _, apply32 = make_network(config, 7)
+    module16, apply16 = make_network(config, 7, matmul_dtype="bfloat16")
+    obs = jax.random.bernoulli(jax.random.PRNGKey(1), 0.3, (16, *shape)).astype(jnp.float32)
+    shapes16 = jax.eval_shape(lambda: module16.init(jax.random.PRNGKey(0), obs[:1]))
+    assert jax.tree.map(lambda x: (x.shape, x.dtype), shapes16) == jax.tree.map(
+        lambda x: (x.shape, x.dtype), variables)
+    logits32, value32 = apply32(variables, obs)
+    logits16, value16 = apply16(variables, obs)
+    assert logits16.dtype == value16.dtype == jnp.float32
+    np.testing.assert_allclose(logits16, logits32, atol=0.05)
+    np.testing.assert_allclose(value16, value32, atol=0.02)
+    assert not np.array_equal(np.asarray(logits16), np.asarray(logits32))  # it did round
+    # The compiled trunk multiplies bfloat16 operands; float32's program has no bfloat16 at all.
+    hlo16 = jax.jit(apply16).lower(variables, obs).as_text()
+    assert "bf16" in hlo16 and "bf16" not in jax.jit(apply32).lower(variables, obs).as_text()
+    with pytest.raises(ValueError, match="matmul_dtype must be 'float32' or 'bfloat16'"):
+        make_network(config, 7, matmul_dtype="float16")
+
+
+def test_bfloat16_leaves_the_resnet_as_it_is():
+    """The ResNet's convolutions and its heads (all of its dense layers) stay float32."""
+    config = NetworkConfig(kind="resnet", channels=8, blocks=1)
+    variables = init_network(config, 7, (6, 7, 2), jax.random.PRNGKey(0))
+    obs = jax.random.bernoulli(jax.random.PRNGKey(1), 0.3, (4, 6, 7, 2)).astype(jnp.float32)
+    _, apply16 = make_network(config, 7, matmul_dtype="bfloat16")
+    assert "bf16" not in jax.jit(apply16).lower(variables, obs).as_text()
+    np.testing.assert_array_equal(np.asarray(apply16(variables, obs)[0]),
+                                  np.asarray(make_network(config, 7)[1](variables, obs)[0]))
