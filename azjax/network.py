@@ -169,8 +169,8 @@ class PolicyValueNet(nn.Module):
 def make_network(config: NetworkConfig, num_actions: int, *,
                  matmul_dtype: MatmulDtype = "float32") -> tuple[PolicyValueNet, ApplyFn]:
     """The module and its apply function `apply(variables, obs float32 [B, *obs], *,
-    train=False) -> (logits float32 [B, A], value float32 [B])`. `matmul_dtype` is the dense
-    layers' operand precision (module docstring); the parameters do not depend on it."""
+    train=False) -> (logits float32 [B, A], value float32 [B])`. `matmul_dtype` is the trunk's
+    dense layers' operand precision (module docstring); the parameters do not depend on it."""
     if matmul_dtype not in ("float32", "bfloat16"):
         raise ValueError(f"matmul_dtype must be 'float32' or 'bfloat16', got {matmul_dtype!r}")
     module = PolicyValueNet(config, num_actions, matmul_dtype)

@@ -167,8 +167,8 @@ def make_search(env: Env, apply_fn: ApplyFn, config: SearchConfig):
 
 
 def make_network_search(env: Env, network: NetworkConfig, config: SearchConfig):
-    """`make_search` over a fresh network of `network`'s shape whose dense layers multiply in
-    `config.matmul_dtype`: the search every caller holding a config wants. Its `variables` are
-    the float32 ones the training step updates."""
+    """`make_search` over a fresh network of `network`'s shape whose trunk's dense layers
+    multiply in `config.matmul_dtype`: the search every caller holding a config wants. Its
+    `variables` are the float32 ones the training step updates."""
     _, apply_fn = make_network(network, env.num_actions, matmul_dtype=config.matmul_dtype)
     return make_search(env, apply_fn, config)

@@ -10,8 +10,8 @@ parameters, forward FLOPs per evaluation (XLA's cost analysis), network evaluati
 inference batch (what one search step asks for) and training samples/s at the train batch (one
 value-and-grad of the AlphaZero loss plus an Adam update, ~3x the forward FLOPs), each with the
 GFLOP/s it reaches. Medians over interleaved rounds; compare nets within one run. Each
-`--matmul-dtypes` entry is a row per net: "bfloat16" multiplies the dense layers in bfloat16,
-accumulating in float32 (`search.matmul_dtype`; the parameters stay float32).
+`--matmul-dtypes` entry is a row per net: "bfloat16" multiplies the trunk's dense layers in
+bfloat16, accumulating in float32 (`search.matmul_dtype`; the parameters stay float32).
 """
 
 from __future__ import annotations
@@ -105,7 +105,7 @@ def main() -> None:
     args = parser.parse_args()
 
     env = envs.make(args.game)
-    nets = {f"{spec}" + ("" if dtype == "float32" else " bf16"):
+    nets = {spec + ("" if dtype == "float32" else " bf16"):
             build(parse_net(spec), env, args.infer_batch, args.train_batch, dtype)
             for spec in args.nets for dtype in args.matmul_dtypes}
     infer_s = {spec: [] for spec in nets}
