@@ -95,6 +95,9 @@ class SelfPlayConfig:
     temperature_moves: int = 0  # moves sampled from the search policy; later moves are greedy
     random_opening_prob: float = 0.0  # share of games that open with random moves
     random_opening_max_moves: int = 0  # such a game opens with 1..max uniform random moves
+    # Share of games that start from the game's random start positions instead of its initial
+    # one (draughts: random endings, `Draughts.random_start`), with no random opening moves.
+    random_start_prob: float = 0.0
     symmetries: bool = True  # augment training samples with a random symmetry of the game
     search_value_weight: float = 0.0  # value target (1 - w) * outcome + w * root search value
     # Playout-cap randomisation (KataGo): at each step, all games search with the full
@@ -346,6 +349,7 @@ def _validate(config: ExperimentConfig) -> None:
              "must be in [1, search.num_simulations) when full_search_prob < 1")
     _require(0.0 <= play.random_opening_prob <= 1.0, "selfplay.random_opening_prob", "in [0, 1]")
     _require(play.random_opening_max_moves >= 0, "selfplay.random_opening_max_moves", ">= 0")
+    _require(0.0 <= play.random_start_prob <= 1.0, "selfplay.random_start_prob", "in [0, 1]")
     _require(play.random_opening_prob == 0 or play.random_opening_max_moves >= 1,
              "selfplay.random_opening_max_moves", "must be >= 1 when random_opening_prob > 0")
     _require(config.replay.capacity >= config.train.batch_size, "replay.capacity",

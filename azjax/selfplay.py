@@ -83,6 +83,32 @@ def _sample_opening(key: chex.PRNGKey, config: SelfPlayConfig) -> jax.Array:
     return jnp.where(use, length, 0).astype(jnp.int32)
 
 
+def _fresh_games(env: Env, config: SelfPlayConfig, k_init: jax.Array,
+                 k_open: jax.Array) -> tuple[Any, jax.Array]:
+    """New games (env states [B]) and their random opening moves (int32 [B]), from per-game
+    keys [B]: the initial position, or with `random_start_prob` the game's random start
+    (`env.random_start`), which opens with no random moves."""
+    games = jax.vmap(env.init)(k_init)
+    opening = jax.vmap(_sample_opening, in_axes=(0, None))(k_open, config)
+    if config.random_start_prob > 0:  # without it, the same draws as before the option
+        k_use, k_start = (jax.vmap(jax.random.fold_in, in_axes=(0, None))(k_init, i)
+                          for i in (1, 2))
+        use = jax.vmap(jax.random.uniform)(k_use) < config.random_start_prob
+        games = _select_games(use, jax.vmap(env.random_start)(k_start), games)
+        opening = jnp.where(use, 0, opening)
+    return games, opening
+
+
+def _check_random_start(env: Env, config: SelfPlayConfig) -> None:
+    """Raises ValueError when `random_start_prob` is set for a game with no random starts."""
+    if config.random_start_prob > 0:
+        try:
+            jax.eval_shape(env.random_start, jax.random.PRNGKey(0))
+        except NotImplementedError as error:
+            raise ValueError(f"selfplay.random_start_prob is {config.random_start_prob}, but "
+                             f"{error}") from None
+
+
 def _empty_records(env: Env, length: int, batch: int) -> StepRecord:
     return StepRecord(
         observation=jnp.zeros((length, batch, *env.observation_shape), jnp.float32),
@@ -101,12 +127,13 @@ def init_selfplay(env: Env, config: SelfPlayConfig, key: chex.PRNGKey) -> SelfPl
     """B = config.batch_size fresh games (states [B]) and an empty record of the previous
     chunk ([T, B] per field)."""
     chunk, _ = resolve_lengths(env, config)
+    _check_random_start(env, config)
     k_init, k_open = jax.random.split(key)
-    games = jax.vmap(env.init)(jax.random.split(k_init, config.batch_size))
+    games, opening = _fresh_games(env, config, jax.random.split(k_init, config.batch_size),
+                                  jax.random.split(k_open, config.batch_size))
     return SelfPlayState(
         games=games,
-        opening_moves=jax.vmap(_sample_opening, in_axes=(0, None))(
-            jax.random.split(k_open, config.batch_size), config),
+        opening_moves=opening,
         previous=_empty_records(env, chunk, config.batch_size),
         previous_emitted=jnp.zeros((chunk, config.batch_size), jnp.bool_),
     )
@@ -145,6 +172,7 @@ def make_selfplay(env: Env, search_fn, config: SelfPlayConfig):
     (`first_game` is ignored).
     """
     chunk, max_length = resolve_lengths(env, config)
+    _check_random_start(env, config)
     batch = config.batch_size
 
     def play_step(variables, carry, key, first_game):
@@ -200,9 +228,8 @@ def make_selfplay(env: Env, search_fn, config: SelfPlayConfig):
             truncated=truncated | stepped.truncated,
             valid=jnp.ones((batch,), jnp.bool_),
         )
-        fresh = jax.vmap(env.init)(k_init)
+        fresh, new_opening = _fresh_games(env, config, k_init, k_open)
         games = _select_games(done, fresh, stepped)
-        new_opening = jax.vmap(_sample_opening, in_axes=(0, None))(k_open, config)
         opening = jnp.where(done, new_opening, opening)
         return (games, opening), (record, out.value)
 

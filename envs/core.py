@@ -88,6 +88,13 @@ class Env(abc.ABC):
         done = next_state.terminated | next_state.truncated
         return next_state.replace(legal_action_mask=next_state.legal_action_mask | done)
 
+    def random_start(self, key: jax.Array) -> GameState:
+        """A random live position, for self-play to start some games from
+        (`selfplay.random_start_prob`). A game without such a distribution raises
+        NotImplementedError."""
+        del key
+        raise NotImplementedError(f"{self.name} has no random start positions")
+
     @abc.abstractmethod
     def observe(self, state: GameState) -> jax.Array:
         """float32 `observation_shape`, from the view of the player to move."""

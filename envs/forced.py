@@ -7,8 +7,9 @@ later than one that plays them at once; self-play that records them spends sampl
 policy targets with nothing to learn.
 
 `ForcedMovesPlayed(env)` is the same game with every forced action played inside `step` (and
-`init`), so its states are decisions or finished games. It changes no rule and no result: the
-games it plays are the base game's games, step counts, rewards and truncation included.
+`init`, `random_start`), so its states are decisions or finished games. It changes no rule and
+no result: the games it plays are the base game's games, step counts, rewards and truncation
+included.
 Under `jax.vmap` the loop runs until the longest forced chain of the batch has been played.
 """
 
@@ -19,7 +20,7 @@ import functools
 import jax
 import jax.numpy as jnp
 
-from envs.core import Env, GameState
+from envs.core import Env, GameState, tree_select
 
 __all__ = ["ForcedMovesPlayed", "forced_moves_played", "is_forced", "play_forced_moves"]
 
@@ -61,6 +62,12 @@ class ForcedMovesPlayed(Env):
 
     def step(self, state: GameState, action: jax.Array) -> GameState:
         return play_forced_moves(self.base, self.base.step(state, action))
+
+    def random_start(self, key: jax.Array) -> GameState:
+        """The base game's random start with its forced moves played; where they end the game
+        (a forced capture of the last piece), the initial position instead."""
+        start = play_forced_moves(self.base, self.base.random_start(key))
+        return tree_select(start.terminated | start.truncated, self.init(key), start)
 
     def observe(self, state: GameState) -> jax.Array:
         return self.base.observe(state)
