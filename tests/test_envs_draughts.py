@@ -355,3 +355,35 @@ def test_symmetry_is_the_turn_with_colours_swapped():
                 legal = np.flatnonzero(np.asarray(state.legal_action_mask))
                 state = step(state, jnp.int32(rng.choice(legal)))
     assert checked >= 100
+
+
+# ---- random endings (self-play's `random_start_prob`) -----------------------------------------
+
+
+def test_random_starts_are_live_endings_the_reference_agrees_on():
+    """`random_start`: 1-6 pieces a side on distinct squares, no man on its crowning row, kings
+    and men both drawn, either player to move, a counter below half the draw limit, no capture
+    in progress, a live position whose legal hops the plain-Python reference derives too."""
+    from envs.draughts import RANDOM_START_MAX_PIECES
+
+    starts = jax.jit(jax.vmap(ENV.random_start))(jax.random.split(jax.random.PRNGKey(3), 200))
+    movers, kings, men = set(), 0, 0
+    for i in range(200):
+        state = jax.tree.map(lambda x, i=i: x[i], starts)
+        board = ENV.board(state)
+        for colour, crown_row in ((1, range(28, 32)), (-1, range(4))):
+            assert 1 <= np.sum(board * colour > 0) <= RANDOM_START_MAX_PIECES
+            assert not np.any(board[list(crown_row)] == colour), "a man on its crowning row"
+        kings += int(np.sum(np.abs(board) == 2))
+        men += int(np.sum(np.abs(board) == 1))
+        assert not bool(state.terminated) and int(state.jumper) == -1
+        assert 0 <= int(state.counter) < ENV.draw_limit // 2
+        assert int(state.step_count) == 0
+        movers.add(int(state.current_player))
+        fen = ENV.to_fen(state)
+        ref = _reference(fen, ENV.draw_rule, int(state.counter))
+        assert not ref.over and ref.to_move == int(state.current_player), fen
+        assert _legal(ENV, state) == ref.hops(), fen
+    assert movers == {0, 1} and kings > 100 and men > 100
+    again = jax.jit(jax.vmap(ENV.random_start))(jax.random.split(jax.random.PRNGKey(3), 200))
+    assert jax.tree.all(jax.tree.map(lambda a, b: bool(jnp.all(a == b)), starts, again))

@@ -112,3 +112,13 @@ def test_search_sees_the_forced_loss_one_edge_below_the_root():
     # With one visit each, only the wrapper's tree has seen the loss behind 11-15.
     assert weights[True][0] < weights[True][1]
     np.testing.assert_allclose(weights[False][0], weights[False][1])
+
+
+def test_random_starts_are_decisions():
+    """The wrapper's random starts are live positions with a choice: forced moves played."""
+    starts = jax.jit(jax.vmap(FORCED.random_start))(jax.random.split(jax.random.PRNGKey(5), 256))
+    assert not np.any(np.asarray(starts.terminated))
+    assert np.all(np.asarray(starts.legal_action_mask).sum(-1) >= 2)
+    # The base game's own starts include forced positions, so the wrapper did play some.
+    base = jax.jit(jax.vmap(DRAUGHTS.random_start))(jax.random.split(jax.random.PRNGKey(5), 256))
+    assert np.any(np.asarray(base.legal_action_mask).sum(-1) == 1)

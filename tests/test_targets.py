@@ -177,3 +177,48 @@ def test_playout_cap_randomisation_leaves_fast_steps_without_a_policy_target():
         full_steps += int(full.sum())
         fast_steps += int(fast.sum())
     assert full_steps > 0 and fast_steps > 0
+
+
+def test_random_starts_replace_the_initial_position_in_their_share_of_games():
+    """random_start_prob: those games start from `env.random_start` (draughts: endings of at
+    most 6 pieces a side) with no random opening moves, at the start and at every reset; a game
+    without random starts is refused by name."""
+    import dataclasses
+
+    import pytest
+
+    from azjax.config import SearchConfig, SelfPlayConfig
+
+    env = envs.make("draughts")
+    play = SelfPlayConfig(batch_size=64, max_game_length=12, random_opening_prob=1.0,
+                          random_opening_max_moves=3, random_start_prob=0.5)
+    state = init_selfplay(env, play, jax.random.PRNGKey(2))
+    pieces = np.array([[bin(int(w)).count("1") for w in g] for g in np.asarray(state.games.pieces)])
+    ending = pieces.max(axis=1) <= 6
+    opening = np.asarray(state.opening_moves)
+    assert 10 < ending.sum() < 54
+    assert np.all(opening[ending] == 0) and np.all(pieces[~ending] == 12)
+    assert np.all((opening[~ending] >= 1) & (opening[~ending] <= 3))
+
+    # Every game of a chunk that ends is replaced by a random ending (probability 1).
+    config = tiny_config(game="draughts", search=SearchConfig(num_simulations=2,
+                                                              max_num_considered_actions=2))
+    play = dataclasses.replace(play, batch_size=4, random_start_prob=1.0, chunk_length=12,
+                               max_game_length=6)
+    _, apply = make_network(config.network, env.num_actions)
+    selfplay = jax.jit(make_selfplay(env, make_search(env, apply, config.search), play))
+    variables = init_network(config.network, env.num_actions, env.observation_shape,
+                             jax.random.PRNGKey(0))
+    state = init_selfplay(env, play, jax.random.PRNGKey(3))
+    state, _, _, _ = selfplay(variables, jax.random.PRNGKey(4), state)
+    state, _, _, _ = selfplay(variables, jax.random.PRNGKey(5), state)
+    records = state.previous
+    pieces_on_board = np.asarray(records.observation[..., :4].sum(axis=(2, 3, 4)))  # [T, B]
+    after_reset = np.asarray(records.done)[:-1]  # a game that ended at t starts anew at t + 1
+    assert after_reset.sum() >= 4  # truncated at 6 steps, each game ends mid-chunk
+    assert np.all(pieces_on_board[1:][after_reset] <= 12)
+    assert np.all(np.asarray(records.in_opening)[1:][after_reset] == 0)
+
+    with pytest.raises(ValueError, match="random_start_prob.*tic_tac_toe has no random start"):
+        init_selfplay(envs.make("tic_tac_toe"), SelfPlayConfig(random_start_prob=0.1),
+                      jax.random.PRNGKey(0))
