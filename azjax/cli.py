@@ -158,7 +158,7 @@ def evaluate(
         evaluate_agent(spec, against=against or [], oracle=oracle, games=games,
                        num_simulations=simulations, seed=seed,
                        oracle_positions=oracle_positions, report=typer.echo,
-                       overrides=set_ or [])
+                       overrides=set_ or [], progress=True)
     except _user_errors() as error:
         _fail(error)
 
@@ -236,7 +236,7 @@ def export(
 
             metrics, _ = measure_agent(Agent.load(model_dir), against=against or [],
                                        oracle=oracle, games=games, num_simulations=None,
-                                       seed=seed, report=typer.echo)
+                                       seed=seed, report=typer.echo, progress=True)
             return metrics
 
     try:

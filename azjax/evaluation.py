@@ -283,7 +283,7 @@ def _in_background(work):
 
 def measure_agent(agent: Any, *, against: list[str], oracle: str | None, games: int,
                   num_simulations: int | None, seed: int, oracle_positions: int | None = None,
-                  report: Callable[[str], None] | None = None
+                  report: Callable[[str], None] | None = None, progress: bool = False
                   ) -> tuple[dict[str, Any], list[str]]:
     """Scores a loaded `azjax.Agent`: oracle errors (raw network and greedy search, every
     position of every set, or its first `oracle_positions`) and arenas (both colours) against
@@ -291,7 +291,8 @@ def measure_agent(agent: Any, *, against: list[str], oracle: str | None, games: 
 
     Returns metrics under the training run's keys (`eval/oracle/...`, `eval/vs_<name>/...`) and
     the human-readable lines `azjax eval` prints; `report`, if given, receives each line as soon
-    as it is measured (a 100-game arena against MCTS-1000 can take half an hour).
+    as it is measured (a 100-game arena against MCTS-1000 can take half an hour); `progress`
+    shows a bar of each arena's finished games and plies while it runs (stderr).
     """
     from azjax.agent import Agent
     from azjax.evaluate import arena_devices, arena_split_note, play_arena
@@ -352,8 +353,13 @@ def measure_agent(agent: Any, *, against: list[str], oracle: str | None, games: 
                 raise ValueError(f"{name} plays {other.env.name}, not {env.name}")
             opponent = search_player(other._search_fn, other.params, other.num_simulations)
             opening_plies = PAIRED_OPENING_PLIES  # two greedy searches: vary the games
-        result = play_arena(env, me, opponent, key=key, num_games=games,
-                            opening_plies=opening_plies)
+        bar, tick = _arena_bar(name, games) if progress else (None, None)
+        try:
+            result = play_arena(env, me, opponent, key=key, num_games=games,
+                                opening_plies=opening_plies, progress=tick)
+        finally:
+            if bar is not None:
+                bar.close()
         metrics.update({f"eval/vs_{name}/wins": result.wins, f"eval/vs_{name}/draws": result.draws,
                         f"eval/vs_{name}/losses": result.losses,
                         f"eval/vs_{name}/score": result.score})
@@ -362,13 +368,28 @@ def measure_agent(agent: Any, *, against: list[str], oracle: str | None, games: 
     return metrics, lines
 
 
+def _arena_bar(name: str, games: int) -> tuple[Any, Callable[[int, int], None]]:
+    """A progress bar of one arena's finished games, and the `play_arena` progress callback
+    that moves it (with the plies played so far: most games end late)."""
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=games, desc=f"vs {name}", unit="game", leave=False, mininterval=1.0)
+
+    def tick(finished: int, plies: int) -> None:
+        bar.set_postfix_str(f"ply {plies}", refresh=False)
+        bar.update(finished - bar.n)
+
+    return bar, tick
+
+
 def evaluate_agent(spec: str, *, against: list[str], oracle: str | None, games: int,
                    num_simulations: int | None, seed: int,
                    oracle_positions: int | None = None,
                    report: Callable[[str], None] | None = None,
-                   overrides: list[str] | None = None) -> list[str]:
+                   overrides: list[str] | None = None, progress: bool = False) -> list[str]:
     """`azjax eval`: arenas against baselines or other agents, and oracle scoring; `overrides`
-    (`KEY=VALUE`) change how the evaluated agent searches (`Agent.with_search`)."""
+    (`KEY=VALUE`) change how the evaluated agent searches (`Agent.with_search`); `progress`
+    shows each arena's progress bar."""
     from azjax.agent import Agent
 
     agent = Agent.load(spec).with_search(overrides or [])
@@ -378,5 +399,6 @@ def evaluate_agent(spec: str, *, against: list[str], oracle: str | None, games: 
             report(line)
     _, lines = measure_agent(agent, against=against, oracle=oracle, games=games,
                              num_simulations=num_simulations, seed=seed,
-                             oracle_positions=oracle_positions, report=report)
+                             oracle_positions=oracle_positions, report=report,
+                             progress=progress)
     return header + lines

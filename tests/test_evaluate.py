@@ -48,6 +48,22 @@ def _illegal_player(key, states):
     return jnp.where(states.legal_action_mask[:, 4], -1, 4).astype(jnp.int32)
 
 
+def test_progress_reports_finished_games_after_every_ply_and_changes_no_game():
+    from azjax import evaluate
+
+    rand = random_player(TTT)
+    plain = play_arena(TTT, rand, LOWEST, key=jax.random.PRNGKey(3), num_games=6)
+    ticks = []
+    watched = play_arena(TTT, rand, LOWEST, key=jax.random.PRNGKey(3), num_games=6,
+                         progress=lambda finished, plies: ticks.append((plies, finished)))
+    assert watched == plain
+    ticks.sort()
+    plies, finished = zip(*ticks, strict=True)
+    assert plies == tuple(range(1, len(ticks) + 1)) and 5 <= len(ticks) <= 9
+    assert list(finished) == sorted(finished) and finished[0] == 0 and finished[-1] == 6
+    assert not evaluate._ARENA_WATCHERS  # the report is gone with its arena
+
+
 def test_first_player_wins_lowest_vs_lowest():
     # X: 0, 2, 4, 6 vs O: 1, 3, 5 -> X wins; A is X in the first ceil(5 / 2) = 3 games.
     result = play_arena(TTT, LOWEST, LOWEST, key=jax.random.PRNGKey(0), num_games=5)

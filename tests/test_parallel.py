@@ -104,6 +104,10 @@ _FOUR_DEVICE_SCRIPT = textwrap.dedent("""
                              for devices in (jax.devices()[:1], None)]
     rand = random_player(ttt)
     out["arena_random"] = counts(play_arena(ttt, rand, rand, key=arena_key, num_games=400))
+    ticks = []
+    watched = play_arena(ttt, rand, rand, key=arena_key, num_games=400,
+                         progress=lambda finished, plies: ticks.append(finished))
+    out["arena_progress"] = [counts(watched), max(ticks), len(ticks)]
     print("RESULT " + json.dumps(out))
 """)
 
@@ -182,6 +186,10 @@ def test_an_arena_splits_its_games_over_the_devices(four_devices):
     wins, draws, losses, bad_a, bad_b = four_devices["arena_random"]
     assert wins + draws + losses == 400 and bad_a == bad_b == 0
     assert abs((wins + draws / 2) / 400 - 0.5) < 0.08
+    # Watched, the same games, and the four blocks' ticks add up to all 400 games finished.
+    counts, most_finished, num_ticks = four_devices["arena_progress"]
+    assert counts == four_devices["arena_random"] and most_finished == 400
+    assert 4 * 5 <= num_ticks <= 4 * 9  # a tick per ply per device
 
 
 def test_cli_refuses_an_indivisible_batch_before_touching_the_run_dir(tmp_path):
