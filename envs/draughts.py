@@ -333,11 +333,10 @@ class Draughts(Env):
             def pack(occupied):
                 return jnp.sum(jnp.where(occupied, square_bit, jnp.uint32(0)), dtype=jnp.uint32)
 
-            state = self._state(
+            return self._state(
                 jnp.stack([pack(black), pack(white)]), pack((black | white) & king),
                 jax.random.randint(k_player, (), 0, 2), jnp.int8(-1),
                 jax.random.randint(k_counter, (), 0, self.draw_limit // 2).astype(jnp.int8))
-            return state
 
         tries = jax.vmap(candidate)(jax.random.split(key, RANDOM_START_TRIES))
         live = ~tries.terminated
