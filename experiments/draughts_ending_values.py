@@ -6,8 +6,8 @@ For each agent (game id, run or snapshot dir) and each kind of ending, the raw n
 for the player to move over every placement of the pieces (kings only, draw counter 0, either
 side to move; placements where the mover must capture or cannot move are left out):
 
-- king against king: neither king can ever be forced to give itself up (the counter draws
-  it), value 0;
+- king against king: drawn with correct play (the counter ends it) from nearly every quiet
+  placement, value ~0;
 - two kings against one, the two to move / the one to move: a win for the two kings without a
   move limit in checkers; whether within the 40-action counter from every placement is not
   checked here, so only the sign is scored.
