@@ -311,10 +311,10 @@ class Draughts(Env):
         [0, draw limit / 2). Positions whose mover cannot move are drawn again
         (`RANDOM_START_TRIES` tries, then the initial position). Pure; vmap for a batch.
 
-        Why: self-play between equals rarely reaches endings with few pieces, so its value head
-        misjudged them (king against king at -0.5; won 3-kings-against-2 endings drawn by the
-        counter, docs/draughts.md "Session 19"); `selfplay.random_start_prob` starts that share
-        of games here instead.
+        Why: self-play between equals rarely reaches endings with few pieces, and the agent
+        drew such endings against MCTS-1000 (3 kings against 2 drawn by the counter; king
+        against king searched at -0.5: docs/draughts.md, sessions 19 and 26);
+        `selfplay.random_start_prob` starts that share of games here instead.
         """
         squares = jnp.arange(NUM_SQUARES)
         square_bit = jnp.uint32(1) << squares.astype(jnp.uint32)
