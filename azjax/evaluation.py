@@ -8,7 +8,8 @@ params are an argument, so the call compiles once per run, not once per evaluati
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -353,13 +354,9 @@ def measure_agent(agent: Any, *, against: list[str], oracle: str | None, games: 
                 raise ValueError(f"{name} plays {other.env.name}, not {env.name}")
             opponent = search_player(other._search_fn, other.params, other.num_simulations)
             opening_plies = PAIRED_OPENING_PLIES  # two greedy searches: vary the games
-        bar, tick = _arena_bar(name, games) if progress else (None, None)
-        try:
+        with _arena_bar(name, games, progress) as tick:
             result = play_arena(env, me, opponent, key=key, num_games=games,
                                 opening_plies=opening_plies, progress=tick)
-        finally:
-            if bar is not None:
-                bar.close()
         metrics.update({f"eval/vs_{name}/wins": result.wins, f"eval/vs_{name}/draws": result.draws,
                         f"eval/vs_{name}/losses": result.losses,
                         f"eval/vs_{name}/score": result.score})
@@ -368,18 +365,23 @@ def measure_agent(agent: Any, *, against: list[str], oracle: str | None, games: 
     return metrics, lines
 
 
-def _arena_bar(name: str, games: int) -> tuple[Any, Callable[[int, int], None]]:
-    """A progress bar of one arena's finished games, and the `play_arena` progress callback
-    that moves it (with the plies played so far: most games end late)."""
+@contextlib.contextmanager
+def _arena_bar(name: str, games: int,
+               show: bool) -> Iterator[Callable[[int, int], None] | None]:
+    """While open, a progress bar of one arena's finished games (with the plies played so far:
+    most games end late); yields the `play_arena` progress callback that moves it, or None
+    when not `show`."""
+    if not show:
+        yield None
+        return
     from tqdm.auto import tqdm
 
-    bar = tqdm(total=games, desc=f"vs {name}", unit="game", leave=False, mininterval=1.0)
+    with tqdm(total=games, desc=f"vs {name}", unit="game", leave=False, mininterval=1.0) as bar:
+        def tick(finished: int, plies: int) -> None:
+            bar.set_postfix_str(f"ply {plies}", refresh=False)
+            bar.update(finished - bar.n)
 
-    def tick(finished: int, plies: int) -> None:
-        bar.set_postfix_str(f"ply {plies}", refresh=False)
-        bar.update(finished - bar.n)
-
-    return bar, tick
+        yield tick
 
 
 def evaluate_agent(spec: str, *, against: list[str], oracle: str | None, games: int,

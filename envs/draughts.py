@@ -316,8 +316,8 @@ class Draughts(Env):
         against king searched at -0.5: docs/draughts.md, sessions 19 and 26);
         `selfplay.random_start_prob` starts that share of games here instead.
         """
-        squares = jnp.arange(NUM_SQUARES)
-        square_bit = jnp.uint32(1) << squares.astype(jnp.uint32)
+        square_bit = np.uint32(1) << np.arange(NUM_SQUARES, dtype=np.uint32)
+        on_crown_row = (_CROWN_ROW[:, None] & square_bit) != 0  # bool [2, 32], by player
 
         def candidate(key):
             k_order, k_count, k_king, k_player, k_counter = jax.random.split(key, 5)
@@ -325,8 +325,6 @@ class Draughts(Env):
             black_n, white_n = jax.random.randint(k_count, (2,), 1, RANDOM_START_MAX_PIECES + 1)
             black = rank < black_n
             white = (rank >= black_n) & (rank < black_n + white_n)
-            on_crown_row = jnp.stack([(jnp.asarray(_CROWN_ROW)[p] & square_bit) != 0
-                                      for p in (0, 1)])
             king = (jax.random.bernoulli(k_king, 0.5, (NUM_SQUARES,))
                     | (black & on_crown_row[0]) | (white & on_crown_row[1]))
 
