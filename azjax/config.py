@@ -85,6 +85,11 @@ class SearchConfig:
     # (`azjax.network`): ~1.5x faster forward passes on a CPU with AVX512-BF16. Training
     # always runs in float32.
     matmul_dtype: Literal["float32", "bfloat16"] = "float32"
+    # Not an mctx argument: draw aversion for play against weaker opponents. The search scores
+    # a draw as -contempt for the player to move at its root (+contempt for the other), at
+    # finished games and, with 1 - |v| as the draw share, at the network's values
+    # (`azjax.search`). 0 = the zero-sum game as trained.
+    contempt: float = 0.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -339,6 +344,7 @@ def _validate(config: ExperimentConfig) -> None:
              "must be >= 1")
     _require(0.0 <= search.dirichlet_fraction <= 1.0, "search.dirichlet_fraction", "in [0, 1]")
     _require(search.dirichlet_alpha > 0, "search.dirichlet_alpha", "must be > 0")
+    _require(0.0 <= search.contempt < 1.0, "search.contempt", "in [0, 1)")
     _require(play.batch_size >= 1, "selfplay.batch_size", "must be >= 1")
     _require(play.chunk_length >= 0, "selfplay.chunk_length", "must be >= 0")
     _require(play.max_game_length >= 0, "selfplay.max_game_length", "must be >= 0")

@@ -7,6 +7,10 @@ for a batched one that builds the same trees faster (`azjax.mctx_backward`).
 Players need not alternate (draughts' multi-jumps): rewards and values are always taken for the
 player to move, and the discount between two nodes is -1 when the player to move changes, +1
 when it stays, 0 after the end.
+
+`SearchConfig.contempt` > 0 makes the search draw-averse for the player to move at its root
+(the tree's embedding then also carries that player): for play against weaker opponents, not
+part of the game as trained.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from envs.forced import forced_moves_played
 
 __all__ = [
     "SearchOutput",
+    "draw_averse_value",
     "make_recurrent_fn",
     "make_root_fn",
     "make_search",
@@ -100,6 +105,37 @@ def make_recurrent_fn(env: Env, apply_fn: ApplyFn):
     return recurrent_fn
 
 
+def draw_averse_value(value: jax.Array, player: jax.Array, root_player: jax.Array,
+                      contempt: float) -> jax.Array:
+    """float32 [B]: `value` (for `player` [B]) when a draw costs `root_player` [B] `contempt`.
+
+    A value v in [-1, 1] is read as wins minus losses with a draw share of 1 - |v| (the most
+    draws that v allows; the value head has no draw output), so the root player's value drops by
+    contempt * (1 - |v|) and the other player's rises by as much: the game stays zero-sum.
+    """
+    sign = jnp.where(player == root_player, 1.0, -1.0)
+    return value - sign * contempt * (1.0 - jnp.abs(value))
+
+
+def _draw_averse_recurrent_fn(recurrent_fn, contempt: float):
+    """`recurrent_fn` over embeddings `(states [B], root_player int32 [B])` with draws scored
+    as -contempt for the root player: finished draws in the reward, the rest in the value."""
+
+    def draw_averse(variables: Any, key: chex.PRNGKey, action: jax.Array, embedding: Any):
+        states, root_player = embedding
+        output, next_states = recurrent_fn(variables, key, action, states)
+        done = next_states.terminated | next_states.truncated
+        drawn = done & jnp.all(next_states.rewards == 0, axis=-1)
+        mover_sign = jnp.where(states.current_player == root_player, 1.0, -1.0)
+        value = draw_averse_value(output.value, next_states.current_player, root_player,
+                                  contempt)
+        output = output.replace(reward=output.reward - contempt * mover_sign * drawn,
+                                value=jnp.where(done, 0.0, value))
+        return output, (next_states, root_player)
+
+    return draw_averse
+
+
 def qtransform_from_name(name: str):
     """mctx's qtransform for a `SearchConfig.qtransform` name (min-max uses the game range)."""
     if name == "completed_by_mix_value":
@@ -126,16 +162,23 @@ def make_search(env: Env, apply_fn: ApplyFn, config: SearchConfig):
     root_fn = make_root_fn(env, apply_fn)
     # The root is whatever position it is handed; below it, forced moves may be played at once.
     recurrent_fn = make_recurrent_fn(tree_env(env, config), apply_fn)
+    if config.contempt:
+        recurrent_fn = _draw_averse_recurrent_fn(recurrent_fn, config.contempt)
     qtransform = qtransform_from_name(config.qtransform)
 
     def search(variables: Any, key: chex.PRNGKey, states: Any, *,
                num_simulations: int | None = None, noise: bool = True) -> SearchOutput:
         simulations = config.num_simulations if num_simulations is None else num_simulations
-        root = root_fn(variables, states)
+        root = tree_root = root_fn(variables, states)
+        if config.contempt:
+            players = states.current_player
+            tree_root = root.replace(
+                value=draw_averse_value(root.value, players, players, config.contempt),
+                embedding=(states, players))
         invalid = ~states.legal_action_mask
         if config.algorithm == "gumbel":
             out = mctx.gumbel_muzero_policy(
-                variables, key, root, recurrent_fn,
+                variables, key, tree_root, recurrent_fn,
                 num_simulations=simulations,
                 invalid_actions=invalid,
                 qtransform=qtransform,
@@ -144,7 +187,7 @@ def make_search(env: Env, apply_fn: ApplyFn, config: SearchConfig):
             )
         else:
             out = mctx.muzero_policy(
-                variables, key, root, recurrent_fn,
+                variables, key, tree_root, recurrent_fn,
                 num_simulations=simulations,
                 invalid_actions=invalid,
                 qtransform=qtransform,

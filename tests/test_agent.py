@@ -127,9 +127,12 @@ def test_cli_export_set_changes_the_default_search_and_refuses_network_keys(tiny
     the network its weights were trained for."""
     run_dir, _ = tiny_run
     out = RUNNER.invoke(app, ["export", str(run_dir), "2", "--to", str(tmp_path / "model"),
-                              "--set", "search.matmul_dtype=bfloat16"])
+                              "--set", "search.matmul_dtype=bfloat16",
+                              "--set", "search.contempt=0.2"])
     assert out.exit_code == 0, out.output
-    assert Agent.load(tmp_path / "model").config.search.matmul_dtype == "bfloat16"
+    exported = Agent.load(tmp_path / "model").config.search
+    assert exported.matmul_dtype == "bfloat16" and exported.contempt == 0.2
+    assert "contempt 0.2" in (tmp_path / "model" / "MODEL_CARD.md").read_text()
     out = RUNNER.invoke(app, ["export", str(run_dir), "2", "--to", str(tmp_path / "other"),
                               "--set", "network.width=7"])
     assert out.exit_code == 2 and "not its network or game" in out.output, out.output

@@ -50,6 +50,8 @@ def test_override_sets_nested_keys_with_yaml_types(tmp_path):
     ({"selfplay": {"full_search_prob": 0.25}}, "selfplay.fast_simulations: must be in"),
     ({"selfplay": {"full_search_prob": 0.0}}, "selfplay.full_search_prob: in (0, 1]"),
     ({"selfplay": {"random_start_prob": 1.5}}, "selfplay.random_start_prob: in [0, 1]"),
+    ({"search": {"contempt": 1.0}}, "search.contempt: in [0, 1)"),
+    ({"search": {"contempt": -0.1}}, "search.contempt: in [0, 1)"),
     ({"replay": {"capacity": 1024}, "train": {"min_replay_size": 2048}},
      "train.min_replay_size: must be in"),
     ({"train": {"lr_schedule": "cosine", "lr_decay_steps": 0}}, "train.lr_decay_steps: must be"),

@@ -13,7 +13,7 @@ from toy_games import RaceToThree
 import envs
 from azjax.config import NetworkConfig, SearchConfig
 from azjax.network import init_network, make_network
-from azjax.search import make_recurrent_fn, make_search
+from azjax.search import draw_averse_value, make_recurrent_fn, make_search
 
 TTT = envs.make("tic_tac_toe")
 NET = NetworkConfig(kind="mlp", hidden=(8,))
@@ -108,6 +108,39 @@ def test_search_keeps_the_move_when_that_wins(algorithm):
     assert float(out.policy[0, 1]) > 0.5
     if algorithm == "puct":  # gumbel splits its visits evenly between two actions
         assert float(out.value[0]) > 0.3
+
+
+def test_draw_averse_value_is_zero_sum_and_spares_decided_values():
+    value = jnp.array([0.0, 0.5, -0.5, 1.0, -1.0])
+    root, other = jnp.zeros(5, jnp.int32), jnp.ones(5, jnp.int32)
+    mine = draw_averse_value(value, root, root, 0.2)
+    np.testing.assert_allclose(mine, [-0.2, 0.4, -0.6, 1.0, -1.0], atol=1e-6)
+    # The other player's value of the same position is the negation: still zero-sum.
+    np.testing.assert_allclose(draw_averse_value(-value, other, root, 0.2), -mine, atol=1e-6)
+
+
+# Tic-tac-toe positions every continuation of which is a draw: O to move with two empty cells
+# (a finished draw two plies down), X to move with three.
+DRAWN = [[0, 1, 2, 3, 5, 8, 7], [0, 1, 2, 6, 7, 8]]
+
+
+@pytest.mark.parametrize("algorithm", ["gumbel", "puct"])
+def test_contempt_scores_draws_against_the_root_player(algorithm):
+    """With contempt c a certain draw is worth -c to whoever is to move at the root, through
+    finished draws (rewards) and network values alike; without it, 0."""
+    states = _batch(TTT, DRAWN)
+    np.testing.assert_array_equal(states.current_player, [1, 0])
+    variables = _uniform_variables(TTT)
+    for contempt, expected in ((0.0, 0.0), (0.25, -0.25)):
+        config = SearchConfig(algorithm=algorithm, num_simulations=32, contempt=contempt,
+                              max_num_considered_actions=TTT.num_actions,
+                              qtransform="completed_by_mix_value" if algorithm == "gumbel"
+                              else "by_parent_and_siblings")
+        _, apply = make_network(NET, TTT.num_actions)
+        search = jax.jit(functools.partial(make_search(TTT, apply, config), noise=False))
+        out = search(variables, jax.random.PRNGKey(6), states)
+        np.testing.assert_allclose(out.value, [expected, expected], atol=1e-5)
+        np.testing.assert_allclose(out.prior_value, [0.0, 0.0], atol=1e-6)  # the raw network
 
 
 def test_illegal_actions_get_no_search_weight():
