@@ -52,7 +52,8 @@ _ILLEGAL_LOGIT = -1e9  # finite, so softmaxes stay NaN-free even when every acti
 class SearchOutput:
     action: jax.Array  # int32 [B]: the search's chosen action (sampled when noise is on)
     policy: jax.Array  # float32 [B, A]: mctx's action weights (the policy target)
-    value: jax.Array  # float32 [B]: root value after search, for the player to move
+    value: jax.Array  # float32 [B]: root value after search, for the player to move (with
+    # `contempt`, the draw-averse value the search maximised)
     prior_value: jax.Array  # float32 [B]: the network's value at the root
     visit_counts: jax.Array  # int32 [B, A]: the root's visits per action
 
