@@ -31,8 +31,8 @@ def _batch(env, move_lists):
 
 
 @functools.cache
-def _search(env, algorithm, simulations):
-    config = SearchConfig(algorithm=algorithm, num_simulations=simulations,
+def _search(env, algorithm, simulations, contempt=0.0):
+    config = SearchConfig(algorithm=algorithm, num_simulations=simulations, contempt=contempt,
                           max_num_considered_actions=env.num_actions,
                           qtransform="completed_by_mix_value" if algorithm == "gumbel"
                           else "by_parent_and_siblings")
@@ -132,13 +132,7 @@ def test_contempt_scores_draws_against_the_root_player(algorithm):
     np.testing.assert_array_equal(states.current_player, [1, 0])
     variables = _uniform_variables(TTT)
     for contempt, expected in ((0.0, 0.0), (0.25, -0.25)):
-        config = SearchConfig(algorithm=algorithm, num_simulations=32, contempt=contempt,
-                              max_num_considered_actions=TTT.num_actions,
-                              qtransform="completed_by_mix_value" if algorithm == "gumbel"
-                              else "by_parent_and_siblings")
-        _, apply = make_network(NET, TTT.num_actions)
-        search = jax.jit(functools.partial(make_search(TTT, apply, config), noise=False))
-        out = search(variables, jax.random.PRNGKey(6), states)
+        out = _search(TTT, algorithm, 32, contempt)(variables, jax.random.PRNGKey(6), states)
         np.testing.assert_allclose(out.value, [expected, expected], atol=1e-5)
         np.testing.assert_allclose(out.prior_value, [0.0, 0.0], atol=1e-6)  # the raw network
 
