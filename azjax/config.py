@@ -56,6 +56,10 @@ class NetworkConfig:
     # 1-channel value head can die (its conv negative on every cell: constant value, no
     # gradient), which stalled a connect-four run for 20+ iterations (docs/tuning-connect-four.md).
     head_norm: bool = True
+    # A third head, trained only (search never reads it): the game's final material difference
+    # from the mover's view (`Env.material`), an auxiliary target that carries signal in drawn
+    # games too, where the value target is 0. Weighted by `train.material_loss_weight`.
+    material_head: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -136,6 +140,7 @@ class TrainConfig:
     momentum: float = 0.9  # sgd only
     weight_decay: float = 1e-4  # L2 on kernels, through optax
     value_loss_weight: float = 1.0
+    material_loss_weight: float = 0.5  # the material head's MSE, when network.material_head
     max_grad_norm: float = 0.0  # 0 = no clipping
     min_replay_size: int = 0  # no updates until the buffer holds this many positions
 
@@ -323,11 +328,21 @@ def _require(condition: bool, key: str, message: str) -> None:
         raise ConfigError(f"{key}: {message}")
 
 
+def _has_material(env) -> bool:
+    import jax
+
+    try:
+        jax.eval_shape(env.material, jax.eval_shape(env.init, jax.random.PRNGKey(0)))
+    except NotImplementedError:
+        return False
+    return True
+
+
 def _validate(config: ExperimentConfig) -> None:
     import envs  # late import: envs imports jax
 
     try:
-        envs.make(config.game)
+        env = envs.make(config.game)
     except ValueError as error:
         raise ConfigError(f"game: {error}") from None
     net, search, play = config.network, config.search, config.selfplay
@@ -374,6 +389,13 @@ def _validate(config: ExperimentConfig) -> None:
     _require(config.train.warmup_steps >= 0, "train.warmup_steps", "must be >= 0")
     _require(0.0 <= config.train.momentum < 1.0, "train.momentum", "in [0, 1)")
     _require(config.train.value_loss_weight >= 0, "train.value_loss_weight", "must be >= 0")
+    _require(config.train.material_loss_weight >= 0, "train.material_loss_weight",
+             "must be >= 0")
+    if net.material_head:
+        _require(config.train.material_loss_weight > 0, "train.material_loss_weight",
+                 "must be > 0 with network.material_head (else the head never trains)")
+        _require(_has_material(env), "network.material_head",
+                 f"{config.game} has no material count (Env.material)")
     _require(config.train.max_grad_norm >= 0, "train.max_grad_norm", "must be >= 0 (0 = off)")
     _require(play.temperature_moves >= 0, "selfplay.temperature_moves", "must be >= 0")
     _require(search.pb_c_init > 0 and search.pb_c_base > 0, "search.pb_c_init",

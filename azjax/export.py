@@ -102,6 +102,8 @@ def _card(config, extra: dict, storage_dtype: str = "float32") -> str:
                  f" after {net.stem_layers} 3x3 conv layers x {net.stem_channels} channels"
                  if net.stem_layers else ""),
              "resnet": f"ResNet {net.blocks} blocks x {net.channels} channels"}[net.kind]
+    if net.material_head:
+        shape += " (+ a material head, trained as an auxiliary target; play does not read it)"
     lines = [
         f"# azjax model: {config.game}",
         "",

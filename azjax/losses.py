@@ -1,4 +1,5 @@
-"""AlphaZero's loss: value MSE + policy cross-entropy (L2 lives in the optimizer, via optax)."""
+"""AlphaZero's loss: value MSE + policy cross-entropy (L2 lives in the optimizer, via optax),
+plus, for a network with a material head, that head's MSE to the game's final material."""
 
 from __future__ import annotations
 
@@ -14,14 +15,23 @@ __all__ = ["alphazero_loss"]
 
 
 def alphazero_loss(params: Any, apply_fn: ApplyFn, batch: Positions, *,
-                   value_loss_weight: float = 1.0) -> tuple[jax.Array, dict[str, jax.Array]]:
+                   value_loss_weight: float = 1.0, material_loss_weight: float = 0.0
+                   ) -> tuple[jax.Array, dict[str, jax.Array]]:
     """(z - v)^2 averaged over the positions with a value target (`value_mask`), plus
     -pi . log p averaged over those with a policy target (pi summing to 1; an all-zero pi, from
     a fast search of playout-cap randomisation, has none). Batch [B].
 
+    When the batch carries material targets (`Positions.material`), the network's material head
+    adds `material_loss_weight` x (m - m_hat)^2, averaged under `value_mask` as the value.
+
     Returns the scalar loss and a dict of scalar metrics.
     """
-    logits, value = apply_fn({"params": params}, batch.observation, train=True)
+    variables = {"params": params}
+    if batch.material is None:
+        logits, value = apply_fn(variables, batch.observation, train=True)
+    else:
+        logits, value, material = apply_fn(variables, batch.observation, train=True,
+                                           material=True)
     log_p = jax.nn.log_softmax(logits)
     policy_count = jnp.maximum(jnp.sum(jnp.sum(batch.policy, axis=-1) > 0.5), 1.0)
     policy_loss = -jnp.sum(batch.policy * log_p) / policy_count
@@ -40,4 +50,9 @@ def alphazero_loss(params: Any, apply_fn: ApplyFn, batch: Positions, *,
         "value/within_half": jnp.sum(mask * close) / value_count,
         "value/mean_abs": jnp.abs(value).mean(),
     }
-    return policy_loss + value_loss_weight * value_loss, metrics
+    loss = policy_loss + value_loss_weight * value_loss
+    if batch.material is not None:
+        material_loss = jnp.sum(mask * (batch.material - material) ** 2) / value_count
+        metrics["loss/material"] = material_loss
+        loss = loss + material_loss_weight * material_loss
+    return loss, metrics

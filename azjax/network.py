@@ -34,8 +34,9 @@ from azjax.config import NetworkConfig
 
 __all__ = ["ApplyFn", "PolicyValueNet", "init_network", "make_network", "count_flops"]
 
-# apply(variables, obs[B, *obs], *, train=False) -> (logits[B, A], value[B])
-ApplyFn = Callable[..., tuple[jax.Array, jax.Array]]
+# apply(variables, obs[B, *obs], *, train=False, material=False) -> (logits[B, A], value[B])
+# (+ material[B] with material=True: NetworkConfig.material_head)
+ApplyFn = Callable[..., tuple[jax.Array, ...]]
 MatmulDtype = Literal["float32", "bfloat16"]
 
 
@@ -85,17 +86,18 @@ class _ResNet(nn.Module):
     matmul_dtype: MatmulDtype = "float32"  # no effect: convs and heads stay float32
 
     @nn.compact
-    def __call__(self, obs: jax.Array) -> tuple[jax.Array, jax.Array]:
+    def __call__(self, obs: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
         cfg = self.config
         x = _conv_norm_relu(cfg.channels, obs)
         for _ in range(cfg.blocks):
             x = _ResidualBlock(cfg.channels)(x)
         p = _head_features(cfg.policy_channels, cfg.head_norm, x)
         logits = nn.Dense(self.num_actions)(p.reshape(p.shape[0], -1))
-        v = _head_features(cfg.value_channels, cfg.head_norm, x)
-        v = nn.relu(nn.Dense(cfg.value_hidden)(v.reshape(v.shape[0], -1)))
+        features = _head_features(cfg.value_channels, cfg.head_norm, x)
+        features = features.reshape(features.shape[0], -1)
+        v = nn.relu(nn.Dense(cfg.value_hidden)(features))
         value = jnp.tanh(nn.Dense(1)(v))[:, 0]
-        return logits, value
+        return logits, value, features
 
 
 class _MLP(nn.Module):
@@ -104,14 +106,14 @@ class _MLP(nn.Module):
     matmul_dtype: MatmulDtype = "float32"
 
     @nn.compact
-    def __call__(self, obs: jax.Array) -> tuple[jax.Array, jax.Array]:
+    def __call__(self, obs: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
         dense = _dense(self.matmul_dtype)
         x = obs.reshape(obs.shape[0], -1)
         for width in self.config.hidden:
             x = nn.relu(dense(width)(x))
         logits = nn.Dense(self.num_actions)(x)  # heads in float32 (module docstring)
         value = jnp.tanh(nn.Dense(1)(x))[:, 0]
-        return logits, value
+        return logits, value, x
 
 
 class _ResidualMLPBlock(nn.Module):
@@ -133,7 +135,7 @@ class _ResidualMLP(nn.Module):
     matmul_dtype: MatmulDtype = "float32"
 
     @nn.compact
-    def __call__(self, obs: jax.Array) -> tuple[jax.Array, jax.Array]:
+    def __call__(self, obs: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
         cfg = self.config
         dense = _dense(self.matmul_dtype)
         x = obs
@@ -146,37 +148,49 @@ class _ResidualMLP(nn.Module):
         logits = nn.Dense(self.num_actions)(x)  # heads in float32 (module docstring)
         v = nn.relu(nn.Dense(cfg.value_hidden)(x))
         value = jnp.tanh(nn.Dense(1)(v))[:, 0]
-        return logits, value
+        return logits, value, x
 
 
 _BODIES = {"resnet": _ResNet, "resmlp": _ResidualMLP, "mlp": _MLP}
 
 
 class PolicyValueNet(nn.Module):
-    """obs float32[B, *obs] -> (logits float32[B, A], value float32[B] in [-1, 1])."""
+    """obs float32[B, *obs] -> (logits float32[B, A], value float32[B] in [-1, 1]), and with
+    `material=True` also the material head's float32[B] (`NetworkConfig.material_head`)."""
 
     config: NetworkConfig
     num_actions: int
     matmul_dtype: MatmulDtype = "float32"
 
     @nn.compact
-    def __call__(self, obs: jax.Array, *, train: bool = False) -> tuple[jax.Array, jax.Array]:
+    def __call__(self, obs: jax.Array, *, train: bool = False, material: bool = False):
         del train  # stateless normalisation: train and eval are the same function
+        if material and not self.config.material_head:
+            raise ValueError("material=True needs network.material_head")
         body = _BODIES[self.config.kind]
-        return body(self.config, self.num_actions, self.matmul_dtype, name=self.config.kind)(obs)
+        logits, value, features = body(self.config, self.num_actions, self.matmul_dtype,
+                                       name=self.config.kind)(obs)
+        if not self.config.material_head:
+            return logits, value
+        # Beside the body's parameters, so a network without the head has the same tree. It
+        # reads the value head's input; linear output (the target is not bounded by 1).
+        m = nn.relu(nn.Dense(self.config.value_hidden, name="material_hidden")(features))
+        predicted = nn.Dense(1, name="material_out")(m)[:, 0]
+        return (logits, value, predicted) if material else (logits, value)
 
 
 def make_network(config: NetworkConfig, num_actions: int, *,
                  matmul_dtype: MatmulDtype = "float32") -> tuple[PolicyValueNet, ApplyFn]:
     """The module and its apply function `apply(variables, obs float32 [B, *obs], *,
-    train=False) -> (logits float32 [B, A], value float32 [B])`. `matmul_dtype` is the trunk's
+    train=False, material=False) -> (logits float32 [B, A], value float32 [B])`, plus the
+    material head's float32 [B] when `material=True`. `matmul_dtype` is the trunk's
     dense layers' operand precision (module docstring); the parameters do not depend on it."""
     if matmul_dtype not in ("float32", "bfloat16"):
         raise ValueError(f"matmul_dtype must be 'float32' or 'bfloat16', got {matmul_dtype!r}")
     module = PolicyValueNet(config, num_actions, matmul_dtype)
 
-    def apply(variables, obs: jax.Array, *, train: bool = False):
-        return module.apply(variables, obs, train=train)
+    def apply(variables, obs: jax.Array, *, train: bool = False, material: bool = False):
+        return module.apply(variables, obs, train=train, material=material)
 
     return module, apply
 

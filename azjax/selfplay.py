@@ -109,7 +109,7 @@ def _check_random_start(env: Env, config: SelfPlayConfig) -> None:
                              f"{error}") from None
 
 
-def _empty_records(env: Env, length: int, batch: int) -> StepRecord:
+def _empty_records(env: Env, length: int, batch: int, material: bool) -> StepRecord:
     return StepRecord(
         observation=jnp.zeros((length, batch, *env.observation_shape), jnp.float32),
         policy=jnp.zeros((length, batch, env.num_actions), jnp.float32),
@@ -120,12 +120,14 @@ def _empty_records(env: Env, length: int, batch: int) -> StepRecord:
         done=jnp.zeros((length, batch), jnp.bool_),
         truncated=jnp.zeros((length, batch), jnp.bool_),
         valid=jnp.zeros((length, batch), jnp.bool_),
+        material=jnp.zeros((length, batch, 2), jnp.float32) if material else None,
     )
 
 
-def init_selfplay(env: Env, config: SelfPlayConfig, key: chex.PRNGKey) -> SelfPlayState:
+def init_selfplay(env: Env, config: SelfPlayConfig, key: chex.PRNGKey, *,
+                  material: bool = False) -> SelfPlayState:
     """B = config.batch_size fresh games (states [B]) and an empty record of the previous
-    chunk ([T, B] per field)."""
+    chunk ([T, B] per field; with `material`, as `make_selfplay`'s)."""
     chunk, _ = resolve_lengths(env, config)
     _check_random_start(env, config)
     k_init, k_open = jax.random.split(key)
@@ -134,7 +136,7 @@ def init_selfplay(env: Env, config: SelfPlayConfig, key: chex.PRNGKey) -> SelfPl
     return SelfPlayState(
         games=games,
         opening_moves=opening,
-        previous=_empty_records(env, chunk, config.batch_size),
+        previous=_empty_records(env, chunk, config.batch_size, material),
         previous_emitted=jnp.zeros((chunk, config.batch_size), jnp.bool_),
     )
 
@@ -158,7 +160,7 @@ def _search_each_game(search_fn, variables: Any, keys: jax.Array, games: Any,
     return jax.vmap(one)(keys, games)
 
 
-def make_selfplay(env: Env, search_fn, config: SelfPlayConfig):
+def make_selfplay(env: Env, search_fn, config: SelfPlayConfig, *, material: bool = False):
     """Returns `selfplay(variables, key, state, first_game=0) -> (state, positions, emit, stats)`.
 
     `search_fn` is `azjax.search.make_search(...)`. positions: `Positions` [B * 2T], game by
@@ -170,6 +172,10 @@ def make_selfplay(env: Env, search_fn, config: SelfPlayConfig):
     a larger batch plays them exactly as the whole batch on one device would, and its positions
     are that batch's, in the same order. Otherwise one key per step serves the whole batch
     (`first_game` is ignored).
+
+    With `material`, every step records both players' material after it (`Env.material`) and
+    the positions carry their game's final material difference (`Positions.material`); the
+    state must then come from `init_selfplay(..., material=True)`.
     """
     chunk, max_length = resolve_lengths(env, config)
     _check_random_start(env, config)
@@ -227,6 +233,7 @@ def make_selfplay(env: Env, search_fn, config: SelfPlayConfig):
             done=done,
             truncated=truncated | stepped.truncated,
             valid=jnp.ones((batch,), jnp.bool_),
+            material=jax.vmap(env.material)(stepped) if material else None,
         )
         fresh, new_opening = _fresh_games(env, config, k_init, k_open)
         games = _select_games(done, fresh, stepped)

@@ -3,7 +3,8 @@
 The window is the previous chunk's records followed by this chunk's ([2T, B]). A backward scan
 carries, per game slot, the result of the game that a position belongs to; `done` separates
 consecutive games in a slot (finished games reset in place). z for a position is that result
-for the player who was to move there — never assuming alternation.
+for the player who was to move there — never assuming alternation. A run with a material head
+carries the game's final material the same way (its target: mine minus theirs at the end).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from flax import struct
 
 from azjax.types import Positions
 
-__all__ = ["StepRecord", "emit_positions", "value_targets"]
+__all__ = ["StepRecord", "emit_positions", "material_targets", "value_targets"]
 
 
 @struct.dataclass
@@ -30,6 +31,9 @@ class StepRecord:
     done: jax.Array  # bool [...]: that step ended the game (terminated or truncated)
     truncated: jax.Array  # bool [...]: it ended by truncation (result unknown)
     valid: jax.Array  # bool [...]: a real record (False for the empty initial window)
+    # float32 [..., 2]: each player's material after the step (`Env.material`), recorded only
+    # for a run with a material head (None otherwise)
+    material: jax.Array | None = None
 
 
 def value_targets(records: StepRecord) -> tuple[jax.Array, jax.Array, jax.Array]:
@@ -40,20 +44,44 @@ def value_targets(records: StepRecord) -> tuple[jax.Array, jax.Array, jax.Array]
       finished: bool [T, B], whether that game ended within the records;
       known: bool [T, B], whether it ended with a result (not truncated).
     """
+    z, finished, known, _ = _final_results(records)
+    return z, finished, known
+
+
+def material_targets(records: StepRecord) -> jax.Array:
+    """float32 [T, B]: the material difference (`Env.material`) at the end of each position's
+    game, from the view of the player to move there; 0 where the game has not ended within the
+    records. Needs records with `material`."""
+    if records.material is None:
+        raise ValueError("the step records carry no material (self-play without material=True)")
+    return _final_results(records)[3]
+
+
+def _final_results(records: StepRecord):
+    """One backward scan carrying each slot's final rewards (and material, if recorded) from
+    the step that ended its game back to the game's positions: (z, finished, known, material
+    difference or None), each [T, B]."""
     batch = records.player.shape[1]
+    with_material = records.material is not None
 
     def back(carry, record):
-        outcome, finished, known = carry
+        outcome, final_material, finished, known = carry
         outcome = jnp.where(record.done[:, None], record.rewards, outcome)
+        if with_material:
+            final_material = jnp.where(record.done[:, None], record.material, final_material)
         finished = finished | record.done
         known = jnp.where(record.done, ~record.truncated, known)
-        z = jnp.take_along_axis(outcome, record.player[:, None], axis=1)[:, 0]
-        return (outcome, finished, known), (z, finished, known)
+        mover = record.player[:, None]
+        z = jnp.take_along_axis(outcome, mover, axis=1)[:, 0]
+        material = ((jnp.take_along_axis(final_material, mover, axis=1)
+                     - jnp.take_along_axis(final_material, 1 - mover, axis=1))[:, 0]
+                    if with_material else None)
+        return (outcome, final_material, finished, known), (z, finished, known, material)
 
-    init = (jnp.zeros((batch, 2), jnp.float32), jnp.zeros((batch,), jnp.bool_),
-            jnp.zeros((batch,), jnp.bool_))
-    _, (z, finished, known) = jax.lax.scan(back, init, records, reverse=True)
-    return z, finished, known
+    init = (jnp.zeros((batch, 2), jnp.float32), jnp.zeros((batch, 2), jnp.float32),
+            jnp.zeros((batch,), jnp.bool_), jnp.zeros((batch,), jnp.bool_))
+    _, (z, finished, known, material) = jax.lax.scan(back, init, records, reverse=True)
+    return z, finished, known, material
 
 
 def emit_positions(previous: StepRecord, previous_emitted: jax.Array, current: StepRecord,
@@ -72,7 +100,7 @@ def emit_positions(previous: StepRecord, previous_emitted: jax.Array, current: S
       bool [T, B], the current records emitted now (the next call's `previous_emitted`).
     """
     window = jax.tree.map(lambda a, b: jnp.concatenate([a, b]), previous, current)
-    z, finished, known = value_targets(window)
+    z, finished, known, material = _final_results(window)
     length = previous.player.shape[0]
     already = jnp.concatenate([previous_emitted, jnp.zeros_like(previous_emitted)])
     emit = window.valid & finished & ~already
@@ -81,6 +109,7 @@ def emit_positions(previous: StepRecord, previous_emitted: jax.Array, current: S
         policy=window.policy,
         value=(1.0 - search_value_weight) * z + search_value_weight * window.search_value,
         value_mask=known & ~window.in_opening,
+        material=material,
     )
     # Game by game ([B, 2T] flattened): a device holding some of the games then holds a
     # contiguous block of the positions, in the order one device would emit them.

@@ -121,7 +121,8 @@ class Learner:
         self.selfplay_env = tree_env(env, config.search)
         self.optimizer = make_optimizer(config.train)
         self._selfplay = (
-            make_selfplay(self.selfplay_env, self.search_fn, config.selfplay)
+            make_selfplay(self.selfplay_env, self.search_fn, config.selfplay,
+                          material=config.network.material_head)
             if self.mesh is None else self._sharded_selfplay(config.selfplay))
         self._replay_ready = False
         # `compile()` swaps these for ahead-of-time executables: after that, an input whose
@@ -210,12 +211,14 @@ class Learner:
             policy=jnp.zeros(env.num_actions, jnp.float32),
             value=jnp.zeros((), jnp.float32),
             value_mask=jnp.zeros((), jnp.bool_),
+            material=jnp.zeros((), jnp.float32) if cfg.network.material_head else None,
         )
         return RunState(
             iteration=jnp.zeros((), jnp.int32),
             train=TrainState(step=jnp.zeros((), jnp.int32), params=params,
                              opt_state=self.optimizer.init(params)),
-            selfplay=init_selfplay(self.selfplay_env, cfg.selfplay, k_play),
+            selfplay=init_selfplay(self.selfplay_env, cfg.selfplay, k_play,
+                                   material=cfg.network.material_head),
             replay=replay_lib.init(example, cfg.replay.capacity),
             selfplay_params=params if cfg.eval.gating else None,
         )
@@ -235,7 +238,8 @@ class Learner:
         devices = self.mesh.devices.size
         games_per_device = config.batch_size // devices
         local = make_selfplay(self.selfplay_env, self.search_fn,
-                              dataclasses.replace(config, batch_size=games_per_device))
+                              dataclasses.replace(config, batch_size=games_per_device),
+                              material=self.config.network.material_head)
         games, steps, rep = P(AXIS), P(None, AXIS), P()
 
         def per_device(variables, key, state):
@@ -294,8 +298,9 @@ class Learner:
         if self.config.selfplay.symmetries:
             batch = _augment(self.env, k_sym, batch)
         grad_fn = jax.value_and_grad(alphazero_loss, has_aux=True)
-        (loss, metrics), grads = grad_fn(train.params, self.apply_fn, batch,
-                                         value_loss_weight=cfg.value_loss_weight)
+        (loss, metrics), grads = grad_fn(
+            train.params, self.apply_fn, batch, value_loss_weight=cfg.value_loss_weight,
+            material_loss_weight=cfg.material_loss_weight)
         updates, opt_state = self.optimizer.update(grads, train.opt_state, train.params)
         params = optax.apply_updates(train.params, updates)
         metrics = dict(metrics, loss=loss, **{"train/grad_norm": optax.tree_utils.tree_norm(grads)})

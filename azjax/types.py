@@ -20,3 +20,6 @@ class Positions:
     policy: jax.Array  # float32 [..., A], search policy target
     value: jax.Array  # float32 [...], final result for the player to move, in [-1, 1]
     value_mask: jax.Array  # bool [...], False where the value target is unknown or excluded
+    # float32 [...], the game's final material difference for the player to move
+    # (`Env.material`), under `value_mask`; None when the run has no material head
+    material: jax.Array | None = None

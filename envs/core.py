@@ -95,6 +95,13 @@ class Env(abc.ABC):
         del key
         raise NotImplementedError(f"{self.name} has no random start positions")
 
+    def material(self, state: GameState) -> jax.Array:
+        """float32 [2]: each player's material (by player id), scaled so a side's starting
+        material is 1; the auxiliary training target `train.material_loss_weight` learns the
+        game's final difference. A game without such a count raises NotImplementedError."""
+        del state
+        raise NotImplementedError(f"{self.name} has no material count")
+
     @abc.abstractmethod
     def observe(self, state: GameState) -> jax.Array:
         """float32 `observation_shape`, from the view of the player to move."""

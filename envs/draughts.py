@@ -53,6 +53,7 @@ __all__ = ["Draughts", "State", "action_to_openspiel", "openspiel_to_action"]
 NUM_SQUARES = 32
 DRAW_RULES = {"openspiel": 40, "forty_move": 80}  # the counter value that draws the game
 RANDOM_START_MAX_PIECES = 6  # per side, in `Draughts.random_start`'s endings
+KING_VALUE = 1.5  # in men, for `Draughts.material`: the usual rule of thumb
 RANDOM_START_TRIES = 4  # draws per random start (0.07% of single draws leave the mover stuck)
 _DIRECTIONS = ((-1, -1), (-1, 1), (1, -1), (1, 1))  # up-left, up-right, down-left, down-right
 _OPPOSITE = (3, 2, 1, 0)
@@ -341,6 +342,13 @@ class Draughts(Env):
         first = jnp.argmax(live)
         chosen = jax.tree.map(lambda x: x[first], tries)
         return tree_select(jnp.any(live), chosen, self._init())
+
+    def material(self, state: State) -> jax.Array:
+        """float32 [2]: (men + KING_VALUE x kings) / 12 per player id, so each side starts at 1
+        (12 men); a lone king is 0.125."""
+        men = jax.lax.population_count(state.pieces & ~state.kings)
+        kings = jax.lax.population_count(state.pieces & state.kings)
+        return (men.astype(jnp.float32) + KING_VALUE * kings.astype(jnp.float32)) / 12.0
 
     def observe(self, state: State) -> jax.Array:
         """float32 [8, 8, 7] (planes listed at `observation_shape`), the mover's pieces first."""

@@ -72,6 +72,9 @@ class ForcedMovesPlayed(Env):
     def observe(self, state: GameState) -> jax.Array:
         return self.base.observe(state)
 
+    def material(self, state: GameState) -> jax.Array:
+        return self.base.material(state)
+
     def symmetries(self, obs: jax.Array, policy: jax.Array) -> tuple[jax.Array, jax.Array]:
         return self.base.symmetries(obs, policy)
 

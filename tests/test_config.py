@@ -62,6 +62,11 @@ def test_override_sets_nested_keys_with_yaml_types(tmp_path):
     ({"selfplay": {"temperature_moves": -1}}, "selfplay.temperature_moves: must be >= 0"),
     ({"search": {"pb_c_base": 0}}, "search.pb_c_init: pb_c_init and pb_c_base must be > 0"),
     ({"eval": {"arena_games": 51}}, "eval.arena_games: must be even and >= 2"),
+    ({"network": {"material_head": True}},
+     "network.material_head: tic_tac_toe has no material count"),
+    ({"game": "draughts", "network": {"material_head": True},
+      "train": {"material_loss_weight": 0.0}}, "train.material_loss_weight: must be > 0"),
+    ({"train": {"material_loss_weight": -1.0}}, "train.material_loss_weight: must be >= 0"),
 ])
 def test_bad_configs_name_the_key(data, message):
     with pytest.raises(ConfigError, match=re.escape(message)):

@@ -291,6 +291,27 @@ def test_render_shows_pdn_squares_pieces_and_status():
     assert "W" in ENV.render(ENV.from_fen("B:WK30:B1")).splitlines()[7]
 
 
+def test_material_counts_men_and_kings_per_player():
+    """`material` (the material head's target): (men + 1.5 kings) / 12 by player id, Black
+    (player 0) first; checked on random positions against counts read off their FEN text."""
+    from envs.core import random_positions
+    from envs.forced import forced_moves_played
+
+    np.testing.assert_allclose(ENV.material(ENV.init(None)), [1.0, 1.0])
+    np.testing.assert_allclose(ENV.material(ENV.from_fen("B:W18,K24,K27:B12")), [1 / 12, 4 / 12])
+    states = random_positions(ENV, jax.random.PRNGKey(3), 16, 60)
+    material = np.asarray(jax.vmap(ENV.material)(states))
+    for i in range(16):
+        state = jax.tree.map(lambda x, i=i: x[i], states)
+        sides = {part[0]: part[1:] for part in ENV.to_fen(state).split(":")[1:]}  # "W": "K3,11"
+        for player, colour in enumerate("BW"):
+            items = [item for item in sides[colour].split(",") if item]
+            kings = sum(item.startswith("K") for item in items)
+            assert material[i, player] == pytest.approx((len(items) - kings + 1.5 * kings) / 12)
+        np.testing.assert_array_equal(forced_moves_played(ENV).material(state), material[i])
+    assert len({tuple(row) for row in material}) > 4  # the positions differ
+
+
 # ---- observation and symmetry -------------------------------------------------------------
 
 def test_observation_planes_from_the_movers_view():

@@ -49,3 +49,27 @@ def test_positions_without_a_policy_target_are_left_out_of_the_policy_loss():
     assert float(metrics["loss/policy"]) == pytest.approx(policy_ce, rel=1e-5)
     assert float(metrics["loss/policy_kl"]) == pytest.approx(policy_ce - np.log(2) / 2, rel=1e-5)
     assert float(metrics["loss/value"]) == pytest.approx(value_mse, rel=1e-5)
+
+
+def test_the_material_head_adds_its_weighted_mse_under_the_value_mask():
+    logits = jnp.zeros((3, 2))
+    values = jnp.array([0.5, -0.2, 0.0])
+    material_out = jnp.array([0.25, -1.0, 3.0])
+
+    def apply_fn(variables, obs, train=False, material=False):
+        return (logits, values, material_out) if material else (logits, values)
+
+    batch = Positions(
+        observation=jnp.zeros((3, 1)),
+        policy=jnp.full((3, 2), 0.5),
+        value=jnp.array([1.0, 0.0, -1.0]),
+        value_mask=jnp.array([True, True, False]),  # the third target is unknown
+        material=jnp.array([0.75, -0.5, 0.0]),
+    )
+    plain, plain_metrics = alphazero_loss({}, apply_fn, batch.replace(material=None))
+    assert "loss/material" not in plain_metrics
+    loss, metrics = alphazero_loss({}, apply_fn, batch, material_loss_weight=0.4)
+    material_mse = ((0.75 - 0.25) ** 2 + (-0.5 + 1.0) ** 2) / 2
+    assert float(metrics["loss/material"]) == pytest.approx(material_mse, rel=1e-5)
+    assert float(loss) == pytest.approx(float(plain) + 0.4 * material_mse, rel=1e-5)
+    assert float(metrics["loss/value"]) == pytest.approx(float(plain_metrics["loss/value"]))

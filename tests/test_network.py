@@ -163,3 +163,29 @@ def test_bfloat16_leaves_the_resnet_as_it_is():
     assert "bf16" not in jax.jit(apply16).lower(variables, obs).as_text()
     np.testing.assert_array_equal(np.asarray(apply16(variables, obs)[0]),
                                   np.asarray(make_network(config, 7)[1](variables, obs)[0]))
+
+
+@pytest.mark.parametrize("kind", ["resnet", "resmlp", "mlp"])
+def test_the_material_head_sits_beside_an_unchanged_body(kind):
+    """`material_head` adds two dense layers outside the body's parameters (so models without it
+    load as before), returns float32 [B] only when asked, and leaves logits and value alone."""
+    import dataclasses
+
+    plain = NetworkConfig(kind=kind, channels=8, blocks=1, width=16, hidden=(16,))
+    with_head = dataclasses.replace(plain, material_head=True)
+    shape = (6, 7, 2)
+    variables = init_network(with_head, 7, shape, jax.random.PRNGKey(0))
+    plain_variables = init_network(plain, 7, shape, jax.random.PRNGKey(0))
+    assert set(variables["params"]) == set(plain_variables["params"]) | {
+        "material_hidden", "material_out"}
+    jax.tree.map(np.testing.assert_array_equal, variables["params"][kind],
+                 plain_variables["params"][kind])
+    obs = jax.random.bernoulli(jax.random.PRNGKey(1), 0.3, (5, *shape)).astype(jnp.float32)
+    _, apply = make_network(with_head, 7)
+    _, plain_apply = make_network(plain, 7)
+    logits, value, material = apply(variables, obs, material=True)
+    assert material.shape == (5,) and material.dtype == jnp.float32
+    np.testing.assert_array_equal(apply(variables, obs)[0], logits)
+    np.testing.assert_allclose(plain_apply(plain_variables, obs)[1], value, rtol=1e-6)
+    with pytest.raises(ValueError, match="material=True needs network.material_head"):
+        plain_apply(plain_variables, obs, material=True)

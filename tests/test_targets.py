@@ -5,18 +5,20 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from conftest import tiny_config
 
 import envs
 from azjax.network import init_network, make_network
 from azjax.search import make_search
 from azjax.selfplay import init_selfplay, make_selfplay
-from azjax.targets import StepRecord, emit_positions, value_targets
+from azjax.targets import StepRecord, emit_positions, material_targets, value_targets
 
 
 def _records(player, done, rewards0, *, truncated=None, in_opening=None, valid=None,
-             search_value=None):
-    """StepRecord [T, B] from [T, B] lists; rewards0 is player 0's reward at each step."""
+             search_value=None, material=None):
+    """StepRecord [T, B] from [T, B] lists; rewards0 is player 0's reward at each step;
+    material, if given, [T, B, 2] each player's material after the step."""
     player = jnp.array(player, jnp.int32)
     shape = player.shape
     r0 = jnp.array(rewards0, jnp.float32)
@@ -31,6 +33,7 @@ def _records(player, done, rewards0, *, truncated=None, in_opening=None, valid=N
         done=jnp.array(done, bool),
         truncated=jnp.zeros(shape, bool) if truncated is None else jnp.array(truncated),
         valid=jnp.ones(shape, bool) if valid is None else jnp.array(valid),
+        material=None if material is None else jnp.array(material, jnp.float32),
     )
 
 
@@ -46,6 +49,31 @@ def test_value_targets_by_hand():
     np.testing.assert_array_equal(z[:, 0], [1, -1, 1, 1, 1, 0])
     np.testing.assert_array_equal(finished[:, 0], [1, 1, 1, 1, 1, 0])
     np.testing.assert_array_equal(known[:, 0], [1, 1, 1, 1, 1, 0])
+
+
+def test_material_targets_by_hand():
+    # The games of test_value_targets_by_hand, with each player's material after every step:
+    # a position's target is its game's final (mine - theirs), whoever moves twice in a row.
+    material = [[[1.0, 1.0]], [[1.0, 0.9]], [[1.0, 0.5]],  # game A ends at (1.0, 0.5)
+                [[0.9, 1.0]], [[0.2, 1.0]],  # game B ends at (0.2, 1.0)
+                [[1.0, 1.0]]]  # the running game: no target yet
+    records = _records(
+        player=[[0], [1], [0], [1], [1], [0]],
+        done=[[False], [False], [True], [False], [True], [False]],
+        rewards0=[[0], [0], [1], [0], [-1], [0]],
+        material=material,
+    )
+    np.testing.assert_allclose(material_targets(records)[:, 0], [0.5, -0.5, 0.5, 0.8, 0.8, 0.0])
+    z, _, _ = value_targets(records)  # recording material changes no value target
+    np.testing.assert_array_equal(z[:, 0], [1, -1, 1, 1, 1, 0])
+    # emit_positions hands them out under the value mask's positions, game by game.
+    empty = _records(player=[[0]] * 6, done=[[False]] * 6, rewards0=[[0]] * 6,
+                     valid=[[False]] * 6, material=[[[0.0, 0.0]]] * 6)
+    positions, emit, _ = emit_positions(empty, jnp.zeros((6, 1), bool), records)
+    np.testing.assert_allclose(np.asarray(positions.material)[6:][np.asarray(emit)[6:]],
+                               [0.5, -0.5, 0.5, 0.8, 0.8])
+    with pytest.raises(ValueError, match="carry no material"):
+        material_targets(records.replace(material=None))
 
 
 def test_truncated_games_have_no_value_target():
@@ -222,3 +250,88 @@ def test_random_starts_replace_the_initial_position_in_their_share_of_games():
     with pytest.raises(ValueError, match="random_start_prob.*tic_tac_toe has no random start"):
         init_selfplay(envs.make("tic_tac_toe"), SelfPlayConfig(random_start_prob=0.1),
                       jax.random.PRNGKey(0))
+
+
+def _material_from_observation(obs: np.ndarray) -> np.ndarray:
+    """Each player's material (by player id) read off draughts planes [..., 8, 8, 7]: men and
+    kings of the mover (planes 0, 1) and of the other side (2, 3), the mover's id in plane 5."""
+    count = obs[..., :4].sum(axis=(-3, -2))  # [..., 4]
+    mine = (count[..., 0] + 1.5 * count[..., 1]) / 12
+    theirs = (count[..., 2] + 1.5 * count[..., 3]) / 12
+    mover = obs[..., 0, 0, 5].round().astype(int)
+    return np.where(mover[..., None] == 0, np.stack([mine, theirs], -1),
+                    np.stack([theirs, mine], -1))
+
+
+def test_selfplay_records_material_and_emits_each_games_final_difference():
+    """material=True (a run with a material head): each step records both players' material
+    after it, which is the board of the next position of the same game; each emitted position's
+    target is its game's last recorded material, mine minus theirs."""
+    from azjax.config import SearchConfig, SelfPlayConfig
+
+    env = envs.make("draughts")
+    config = tiny_config(game="draughts", search=SearchConfig(num_simulations=2,
+                                                              max_num_considered_actions=2))
+    # Endings of a few pieces, so that games end (many by capture) inside short chunks.
+    play = SelfPlayConfig(batch_size=8, chunk_length=16, max_game_length=16,
+                          random_start_prob=1.0, random_opening_prob=0.0)
+    _, apply = make_network(config.network, env.num_actions)
+    selfplay = jax.jit(make_selfplay(env, make_search(env, apply, config.search), play,
+                                     material=True))
+    variables = init_network(config.network, env.num_actions, env.observation_shape,
+                             jax.random.PRNGKey(0))
+    state = init_selfplay(env, play, jax.random.PRNGKey(6), material=True)
+    checked = 0
+    for chunk in range(3):
+        previous = state.previous
+        state, positions, emit, _ = selfplay(variables, jax.random.PRNGKey(30 + chunk), state)
+        window = jax.tree.map(lambda old, new: np.concatenate([old, new]), previous,
+                              state.previous)  # [2T, B]
+        obs, done, player = (np.asarray(window.observation), np.asarray(window.done),
+                             np.asarray(window.player))
+        recorded = np.asarray(window.material)  # [2T, B, 2]
+        valid = np.asarray(window.valid)
+        # A step's material is the board of the next position in its game.
+        follows = valid[:-1] & ~done[:-1]
+        np.testing.assert_allclose(recorded[:-1][follows],
+                                   _material_from_observation(obs[1:])[follows], atol=1e-6)
+        # Each emitted position: its game's final material, from the mover's view.
+        two_t, batch = player.shape
+        targets = np.asarray(positions.material).reshape(batch, two_t)
+        emitted = np.asarray(emit).reshape(batch, two_t)
+        for b in range(batch):
+            for t in np.flatnonzero(emitted[b]):
+                end = t + np.argmax(done[t:, b])
+                final = recorded[end, b]
+                me = player[t, b]
+                assert targets[b, t] == pytest.approx(final[me] - final[1 - me], abs=1e-6)
+                checked += 1
+    assert checked > 50
+    assert np.abs(np.asarray(state.previous.material)).max() <= 1.5 + 1e-6
+
+
+def test_a_learner_with_a_material_head_stores_and_trains_on_the_material_targets():
+    """network.material_head end to end: the replay buffer holds a material target per
+    position, the update reports its loss and moves the head's parameters."""
+
+    from azjax.config import NetworkConfig, ReplayConfig, SearchConfig, SelfPlayConfig
+    from azjax.train import Learner
+
+    config = tiny_config(
+        game="draughts",
+        network=NetworkConfig(kind="mlp", hidden=(16,), material_head=True),
+        search=SearchConfig(num_simulations=2, max_num_considered_actions=2),
+        selfplay=SelfPlayConfig(batch_size=8, chunk_length=16, max_game_length=16,
+                                random_start_prob=1.0, random_opening_prob=0.0),
+        replay=ReplayConfig(capacity=256),
+    )
+    learner = Learner(envs.make("draughts"), config)
+    run = learner.init_state(jax.random.PRNGKey(0))
+    head = np.asarray(run.train.params["material_out"]["kernel"]).copy()
+    for i in range(2):
+        run, metrics = learner.iteration(run, jax.random.PRNGKey(1 + i))
+    stored = int(run.replay.size)
+    material = np.asarray(run.replay.positions.material)[:stored]
+    assert stored > 0 and np.abs(material).max() <= 1.5 + 1e-6 and np.any(material != 0)
+    assert np.isfinite(metrics["loss/material"]) and metrics["loss/material"] > 0
+    assert not np.array_equal(head, np.asarray(run.train.params["material_out"]["kernel"]))
