@@ -78,7 +78,8 @@ def _final_results(records: StepRecord):
                     if with_material else None)
         return (outcome, final_material, finished, known), (z, finished, known, material)
 
-    init = (jnp.zeros((batch, 2), jnp.float32), jnp.zeros((batch, 2), jnp.float32),
+    init = (jnp.zeros((batch, 2), jnp.float32),
+            jnp.zeros((batch, 2), jnp.float32) if with_material else None,
             jnp.zeros((batch,), jnp.bool_), jnp.zeros((batch,), jnp.bool_))
     _, (z, finished, known, material) = jax.lax.scan(back, init, records, reverse=True)
     return z, finished, known, material
