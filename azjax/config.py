@@ -328,16 +328,6 @@ def _require(condition: bool, key: str, message: str) -> None:
         raise ConfigError(f"{key}: {message}")
 
 
-def _has_material(env) -> bool:
-    import jax
-
-    try:
-        jax.eval_shape(env.material, jax.eval_shape(env.init, jax.random.PRNGKey(0)))
-    except NotImplementedError:
-        return False
-    return True
-
-
 def _validate(config: ExperimentConfig) -> None:
     import envs  # late import: envs imports jax
 
@@ -394,7 +384,7 @@ def _validate(config: ExperimentConfig) -> None:
     if net.material_head:
         _require(config.train.material_loss_weight > 0, "train.material_loss_weight",
                  "must be > 0 with network.material_head (else the head never trains)")
-        _require(_has_material(env), "network.material_head",
+        _require(env.supports("material"), "network.material_head",
                  f"{config.game} has no material count (Env.material)")
     _require(config.train.max_grad_norm >= 0, "train.max_grad_norm", "must be >= 0 (0 = off)")
     _require(play.temperature_moves >= 0, "selfplay.temperature_moves", "must be >= 0")

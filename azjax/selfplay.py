@@ -101,12 +101,9 @@ def _fresh_games(env: Env, config: SelfPlayConfig, k_init: jax.Array,
 
 def _check_random_start(env: Env, config: SelfPlayConfig) -> None:
     """Raises ValueError when `random_start_prob` is set for a game with no random starts."""
-    if config.random_start_prob > 0:
-        try:
-            jax.eval_shape(env.random_start, jax.random.PRNGKey(0))
-        except NotImplementedError as error:
-            raise ValueError(f"selfplay.random_start_prob is {config.random_start_prob}, but "
-                             f"{error}") from None
+    if config.random_start_prob > 0 and not env.supports("random_start"):
+        raise ValueError(f"selfplay.random_start_prob is {config.random_start_prob}, but "
+                         f"{env.name} has no random start positions (Env.random_start)")
 
 
 def _empty_records(env: Env, length: int, batch: int, material: bool) -> StepRecord:
@@ -160,7 +157,7 @@ def _search_each_game(search_fn, variables: Any, keys: jax.Array, games: Any,
     return jax.vmap(one)(keys, games)
 
 
-def make_selfplay(env: Env, search_fn, config: SelfPlayConfig, *, material: bool = False):
+def make_selfplay(env: Env, search_fn, config: SelfPlayConfig):
     """Returns `selfplay(variables, key, state, first_game=0) -> (state, positions, emit, stats)`.
 
     `search_fn` is `azjax.search.make_search(...)`. positions: `Positions` [B * 2T], game by
@@ -173,15 +170,15 @@ def make_selfplay(env: Env, search_fn, config: SelfPlayConfig, *, material: bool
     are that batch's, in the same order. Otherwise one key per step serves the whole batch
     (`first_game` is ignored).
 
-    With `material`, every step records both players' material after it (`Env.material`) and
-    the positions carry their game's final material difference (`Positions.material`); the
-    state must then come from `init_selfplay(..., material=True)`.
+    A state from `init_selfplay(..., material=True)` also records both players' material after
+    every step (`Env.material`), and the positions carry their game's final material difference
+    (`Positions.material`); the state's pytree structure decides, so it is fixed at trace time.
     """
     chunk, max_length = resolve_lengths(env, config)
     _check_random_start(env, config)
     batch = config.batch_size
 
-    def play_step(variables, carry, key, first_game):
+    def play_step(variables, carry, key, first_game, material: bool):
         games, opening = carry
         if config.per_game_randomness:  # game b's keys: fold_in(key, first_game + b)
             game_ids = first_game + jnp.arange(batch, dtype=jnp.uint32)
@@ -245,7 +242,8 @@ def make_selfplay(env: Env, search_fn, config: SelfPlayConfig, *, material: bool
         keys = jax.random.split(key, chunk)
         first_game = jnp.asarray(first_game, jnp.uint32)
         (games, opening), (records, root_values) = jax.lax.scan(
-            lambda carry, k: play_step(variables, carry, k, first_game),
+            lambda carry, k: play_step(variables, carry, k, first_game,
+                                       material=state.previous.material is not None),
             (state.games, state.opening_moves), keys)
         positions, emit, emitted_now = emit_positions(
             state.previous, state.previous_emitted, records, config.search_value_weight)

@@ -121,8 +121,7 @@ class Learner:
         self.selfplay_env = tree_env(env, config.search)
         self.optimizer = make_optimizer(config.train)
         self._selfplay = (
-            make_selfplay(self.selfplay_env, self.search_fn, config.selfplay,
-                          material=config.network.material_head)
+            make_selfplay(self.selfplay_env, self.search_fn, config.selfplay)
             if self.mesh is None else self._sharded_selfplay(config.selfplay))
         self._replay_ready = False
         # `compile()` swaps these for ahead-of-time executables: after that, an input whose
@@ -238,8 +237,7 @@ class Learner:
         devices = self.mesh.devices.size
         games_per_device = config.batch_size // devices
         local = make_selfplay(self.selfplay_env, self.search_fn,
-                              dataclasses.replace(config, batch_size=games_per_device),
-                              material=self.config.network.material_head)
+                              dataclasses.replace(config, batch_size=games_per_device))
         games, steps, rep = P(AXIS), P(None, AXIS), P()
 
         def per_device(variables, key, state):

@@ -102,6 +102,17 @@ class Env(abc.ABC):
         del state
         raise NotImplementedError(f"{self.name} has no material count")
 
+    def supports(self, optional: str) -> bool:
+        """Whether this game implements the optional method named `optional` ("random_start"
+        or "material"); traced on abstract values, so nothing is computed."""
+        key = jax.random.PRNGKey(0)
+        argument = key if optional == "random_start" else jax.eval_shape(self.init, key)
+        try:
+            jax.eval_shape(getattr(self, optional), argument)
+        except NotImplementedError:
+            return False
+        return True
+
     @abc.abstractmethod
     def observe(self, state: GameState) -> jax.Array:
         """float32 `observation_shape`, from the view of the player to move."""

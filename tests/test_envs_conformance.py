@@ -62,3 +62,16 @@ class _WrongMaskDtype(TicTacToe):
 def test_check_env_catches_a_broken_env(broken, complaint):
     with pytest.raises(AssertionError, match=complaint):
         envs.check_env(broken(), num_games=4)
+
+
+@pytest.mark.parametrize("game_id, supported", [
+    ("tic_tac_toe", set()),
+    ("connect_four", set()),
+    ("draughts", {"random_start", "material"}),
+])
+def test_supports_names_the_optional_methods_a_game_implements(game_id, supported):
+    from envs.forced import ForcedMovesPlayed
+
+    env = envs.make(game_id)
+    for wrapped in (env, ForcedMovesPlayed(env)):  # the wrapper forwards both
+        assert {m for m in ("random_start", "material") if wrapped.supports(m)} == supported

@@ -276,8 +276,7 @@ def test_selfplay_records_material_and_emits_each_games_final_difference():
     play = SelfPlayConfig(batch_size=8, chunk_length=16, max_game_length=16,
                           random_start_prob=1.0, random_opening_prob=0.0)
     _, apply = make_network(config.network, env.num_actions)
-    selfplay = jax.jit(make_selfplay(env, make_search(env, apply, config.search), play,
-                                     material=True))
+    selfplay = jax.jit(make_selfplay(env, make_search(env, apply, config.search), play))
     variables = init_network(config.network, env.num_actions, env.observation_shape,
                              jax.random.PRNGKey(0))
     state = init_selfplay(env, play, jax.random.PRNGKey(6), material=True)
