@@ -68,7 +68,9 @@ def export_model(run_dir: str | Path, snapshot: str | None, to: str | Path, *,
                                           storage_dtype=storage_dtype))
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
-        extra["training_eval"] = extra.pop("eval", None)
+        earlier = extra.pop("eval", None)
+        if (earlier or {}).get("eval/measured_at") != "export":  # re-exports keep the run's
+            extra["training_eval"] = earlier
         extra["eval"] = {"eval/measured_at": "export", **metrics}
     return save_model(to, params, config, extra, storage_dtype=storage_dtype,
                       text_files={"MODEL_CARD.md": _card(config, extra, storage_dtype)})

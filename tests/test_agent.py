@@ -213,6 +213,14 @@ def test_cli_export_measures_the_model_for_its_card(tiny_run, tmp_path):
     assert again["eval/oracle/raw_error"] == card["eval/oracle/raw_error"]
     text = (tmp_path / "model" / "MODEL_CARD.md").read_text()
     assert "measured at export" in text and "8 simulations by default" in text
+    # Re-exporting the exported model keeps the run's figures as its training_eval.
+    out = RUNNER.invoke(app, ["export", str(tmp_path / "model"), "--to", str(tmp_path / "again"),
+                              "--oracle", "", "--against", "random", "--games", "2"])
+    assert out.exit_code == 0, out.output
+    again_meta = json.loads((tmp_path / "again" / "model.json").read_text())
+    assert again_meta["training_eval"] == meta["training_eval"]
+    assert again_meta["eval"]["eval/vs_random/wins"] + again_meta["eval"]["eval/vs_random/draws"] \
+        + again_meta["eval"]["eval/vs_random/losses"] == 2
 
 
 def test_cli_export_stores_params_at_half_precision(tiny_run, tmp_path):
