@@ -34,6 +34,7 @@ __all__ = [
     "make_mesh",
     "mesh_description",
     "replicate",
+    "updates_on_one_device",
 ]
 
 AXIS = "batch"  # the one mesh axis: games, training samples and replay slots are split on it
@@ -59,18 +60,36 @@ def avoid_cached_cpu_collectives(mesh: Mesh) -> None:
         jax.config.update("jax_enable_compilation_cache", False)
 
 
-def check_divisible(config: ExperimentConfig, num_devices: int) -> None:
+def check_divisible(config: ExperimentConfig, num_devices: int, *,
+                    split_training: bool = True) -> None:
     """Raises ConfigError naming the key if a global size does not split over the devices.
 
-    selfplay.batch_size (games) and train.batch_size (samples) are global; replay.capacity
-    is split too (each device stores the slots of its share of the capacity axis).
+    selfplay.batch_size (games) is always split; with `split_training`, train.batch_size
+    (samples) and replay.capacity (each device stores the slots of its share) are too.
     """
-    for key, value in (("selfplay.batch_size", config.selfplay.batch_size),
-                       ("train.batch_size", config.train.batch_size),
-                       ("replay.capacity", config.replay.capacity)):
+    sizes = [("selfplay.batch_size", config.selfplay.batch_size)]
+    if split_training:
+        sizes += [("train.batch_size", config.train.batch_size),
+                  ("replay.capacity", config.replay.capacity)]
+    for key, value in sizes:
         if value % num_devices:
             raise ConfigError(f"{key} ({value}) must be divisible by the device count "
                               f"({num_devices}): it is a global size, split over the devices")
+
+
+def updates_on_one_device(mesh: Mesh) -> bool:
+    """Whether a run on `mesh` should keep its replay buffer and updates on the first device,
+    splitting only self-play: a single process whose devices are CPU cores.
+
+    Forced host devices (`--xla_force_host_platform_device_count`) play self-play's many small
+    ops side by side, but an update partitioned over them ran slower than the same update on
+    one device, whose matmuls use every core anyway: on a 2-core AMD EPYC (Zen 3) with the
+    draughts recipe, 37.4 ms against 24.1 ms per update of 512 (`experiments/bench_iteration.py`,
+    docs/scaling.md). Accelerators and several processes keep the updates split.
+    """
+    devices = list(mesh.devices.flat)
+    return (len(devices) > 1 and devices[0].platform == "cpu"
+            and len({d.process_index for d in devices}) == 1)
 
 
 def mesh_description(mesh: Mesh | None = None) -> dict[str, Any]:

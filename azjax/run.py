@@ -36,7 +36,7 @@ import envs
 from azjax.checkpoint import CheckpointError, RunCheckpointer, save_model
 from azjax.config import ConfigError, ExperimentConfig, config_from_saved, config_to_dict
 from azjax.metrics import MetricsLogger, plot_curves, read_metrics
-from azjax.parallel import local_copy, make_mesh, mesh_description
+from azjax.parallel import local_copy, make_mesh, mesh_description, updates_on_one_device
 from azjax.train import Learner, RunState
 
 __all__ = ["TrainingError", "RunResult", "train", "open_run"]
@@ -247,7 +247,8 @@ def train(config: ExperimentConfig, run_dir: str | Path, *, show_progress: bool 
     config, resume = open_run(run_dir, config)
     env = envs.make(config.game)
     mesh = make_mesh()
-    learner = Learner(env, config, mesh=mesh)  # checks that the batches split over the mesh
+    # Checks that the batches split over the mesh.
+    learner = Learner(env, config, mesh=mesh, updates_on_one_device=updates_on_one_device(mesh))
     is_main = jax.process_index() == 0
     # Evaluation and snapshots work on a plain copy of the replicated params (every process
     # evaluates alike, so that gating and the perfect-play stop agree without messages).
@@ -288,12 +289,13 @@ def train(config: ExperimentConfig, run_dir: str | Path, *, show_progress: bool 
 
     layout = mesh_description(mesh)
     if is_main:
+        split = ("games split" if learner.split else "games and training batches split")
         tqdm.write(f"mesh: {layout['processes']} process(es) x {layout['devices_per_process']} "
-                   f"{layout['platform']} device(s); games and training batches split "
-                   f"{layout['devices']} way(s)")
+                   f"{layout['platform']} device(s); {split} {layout['devices']} way(s)"
+                   + ("; replay and updates on the first device" if learner.split else ""))
     # The first line of metrics.jsonl (and one per resumed segment): where the run ran.
     logger.log({"event": "resume" if resume else "start", "iteration": iteration,
-                "wall_s": wall_s(), **layout,
+                "wall_s": wall_s(), **layout, "updates_on_one_device": learner.split,
                 **({"config_changed": resume["changed"]} if resume and resume["changed"] else {})})
     # The untrained network is scored at the first evaluation (once the evaluator has
     # compiled in the background), for comparison; the state itself is donated, hence a copy.

@@ -108,12 +108,16 @@ class Learner:
     and the training batch over; None or one device = unsharded.
     """
 
-    def __init__(self, env: Env, config: ExperimentConfig, *, mesh: Mesh | None = None):
+    def __init__(self, env: Env, config: ExperimentConfig, *, mesh: Mesh | None = None,
+                 updates_on_one_device: bool = False):
         self.env = env
         self.config = config
         self.mesh = mesh if mesh is not None and mesh.devices.size > 1 else None
+        # Split layout: self-play over the mesh, the replay buffer and the updates on its first
+        # device (`azjax.parallel.updates_on_one_device` says when that pays).
+        self.split = self.mesh is not None and updates_on_one_device
         if self.mesh is not None:
-            check_divisible(config, self.mesh.devices.size)
+            check_divisible(config, self.mesh.devices.size, split_training=not self.split)
             avoid_cached_cpu_collectives(self.mesh)
         self.module, self.apply_fn = make_network(config.network, env.num_actions)
         self.search_fn = make_network_search(env, config.network, config.search)
@@ -128,6 +132,15 @@ class Learner:
         # shape or dtype drifts fails loudly instead of silently recompiling every iteration.
         if self.mesh is None:
             self.selfplay_step = jax.jit(self._selfplay_and_add, donate_argnums=(0,))
+            self.update_step = jax.jit(self._update, donate_argnums=(0,))
+        elif self.split:
+            games = self.state_shardings().selfplay
+            self._play_step = jax.jit(self._play, donate_argnums=(2,),
+                                      in_shardings=(self._replicated, self._replicated, games),
+                                      out_shardings=(games, self._batch_split,
+                                                     self._batch_split, self._replicated))
+            self._add_step = jax.jit(self._add, donate_argnums=(0,))  # where its inputs are
+            self.selfplay_step = self._split_selfplay_step
             self.update_step = jax.jit(self._update, donate_argnums=(0,))
         else:
             run = self.state_shardings()
@@ -144,6 +157,15 @@ class Learner:
     def _replicated(self) -> NamedSharding:
         return NamedSharding(self.mesh, P())
 
+    @property
+    def _batch_split(self) -> NamedSharding:
+        return NamedSharding(self.mesh, P(AXIS))
+
+    @property
+    def _learner_device(self) -> SingleDeviceSharding:
+        """Where the split layout keeps everything but the games: the mesh's first device."""
+        return SingleDeviceSharding(self.mesh.devices.flat[0])
+
     def state_shardings(self) -> RunState:
         """A RunState of NamedShardings: games [B] and step records [T, B] split on B, replay
         slots [C] split on C, everything else (params, optimizer, counters) replicated.
@@ -155,15 +177,19 @@ class Learner:
         device would (to float rounding), and a checkpoint resumes on any device count.
         """
         abstract = jax.eval_shape(self._init_state, jax.random.PRNGKey(0))
-        rep, games, steps = (self._replicated, NamedSharding(self.mesh, P(AXIS)),
+        rep, games, steps = (self._replicated, self._batch_split,
                              NamedSharding(self.mesh, P(None, AXIS)))
         every = lambda tree, sharding: jax.tree.map(lambda _: sharding, tree)
+        selfplay = SelfPlayState(
+            games=every(abstract.selfplay.games, games), opening_moves=games,
+            previous=every(abstract.selfplay.previous, steps), previous_emitted=steps)
+        if self.split:  # all but the games on the learner's device
+            one = every(abstract, self._learner_device)
+            return one.replace(selfplay=selfplay)
         return RunState(
             iteration=rep,
             train=every(abstract.train, rep),
-            selfplay=SelfPlayState(
-                games=every(abstract.selfplay.games, games), opening_moves=games,
-                previous=every(abstract.selfplay.previous, steps), previous_emitted=steps),
+            selfplay=selfplay,
             replay=replay_lib.ReplayBuffer(
                 positions=every(abstract.replay.positions, games), next_index=rep, size=rep,
                 total_added=rep),
@@ -188,6 +214,8 @@ class Learner:
         """A fresh run: new network, B new games, an empty buffer (one compiled call)."""
         if self.mesh is None:
             run = jax.jit(self._init_state)(key)
+        elif self.split:  # made on the learner's device, the games then moved to their shards
+            run = jax.device_put(jax.jit(self._init_state)(key), self.state_shardings())
         else:  # created in place, each device making its own shards
             run = jax.jit(self._init_state, out_shardings=self.state_shardings())(
                 replicate(self.mesh, key))
@@ -273,16 +301,37 @@ class Learner:
 
     def _selfplay_and_add(self, run: RunState, key: chex.PRNGKey):
         """One self-play chunk, its finished positions added to the buffer. Jitted."""
-        gated = self.config.eval.gating
-        variables = {"params": run.selfplay_params if gated else run.train.params}
-        selfplay, positions, emit, stats = self._selfplay(variables, key, run.selfplay)
+        selfplay, positions, emit, stats = self._play(self._selfplay_variables(run), key,
+                                                      run.selfplay)
+        return self._add(run.replace(selfplay=selfplay), positions, emit, stats)
+
+    def _selfplay_variables(self, run: RunState) -> dict[str, Any]:
+        return {"params": run.selfplay_params if self.config.eval.gating else run.train.params}
+
+    def _play(self, variables, key: chex.PRNGKey, selfplay: SelfPlayState):
+        """One self-play chunk: (state, positions [N], emit bool [N], stats)."""
+        return self._selfplay(variables, key, selfplay)
+
+    def _add(self, run: RunState, positions: Positions, emit: jax.Array, stats):
+        """The chunk's finished positions into the buffer, the iteration counted, metrics."""
         buffer = replay_lib.add(run.replay, positions, emit)
-        new_run = run.replace(selfplay=selfplay, replay=buffer, iteration=run.iteration + 1)
+        new_run = run.replace(replay=buffer, iteration=run.iteration + 1)
         metrics = {f"selfplay/{f.name}": getattr(stats, f.name)
                    for f in dataclasses.fields(stats)}
         metrics["selfplay/positions_added"] = jnp.sum(emit, dtype=jnp.int32)
         metrics["replay/size"] = buffer.size
         return new_run, metrics
+
+    def _split_selfplay_step(self, run: RunState, key: jax.Array):
+        """`selfplay_step` of the split layout: the chunk on the mesh (params copied to every
+        device), its positions moved to the learner's device and added there. Two compiled
+        calls and two transfers, the positions' being the larger (~N x 2.5 KB for draughts)."""
+        variables = jax.device_put(self._selfplay_variables(run), self._replicated)
+        selfplay, positions, emit, stats = self._play_step(variables, key, run.selfplay)
+        positions, emit, stats = jax.device_put((positions, emit, stats), self._learner_device)
+        # The games stay on the mesh, outside the learner device's program.
+        new_run, metrics = self._add_step(run.replace(selfplay=None), positions, emit, stats)
+        return new_run.replace(selfplay=selfplay), metrics
 
     def _update(self, train: TrainState, buffer: replay_lib.ReplayBuffer, key: chex.PRNGKey,
                 window: jax.Array):
@@ -290,7 +339,7 @@ class Learner:
         cfg = self.config.train
         k_sample, k_sym = jax.random.split(key)
         batch = replay_lib.sample(buffer, k_sample, cfg.batch_size, window)
-        if self.mesh is not None:  # each device computes the loss of its share of the batch
+        if self.mesh is not None and not self.split:  # each device: its share of the batch
             batch = jax.lax.with_sharding_constraint(
                 batch, NamedSharding(self.mesh, P(AXIS)))
         if self.config.selfplay.symmetries:
@@ -311,13 +360,30 @@ class Learner:
 
         key = jax.random.PRNGKey(0)
         window = replay_lib.window_size(self.config.replay, run.iteration)
+        play_key = key
         if self.mesh is not None:
-            key, window = replicate(self.mesh, (key, window))
+            play_key = replicate(self.mesh, key)
+            if not self.split:
+                key, window = play_key, replicate(self.mesh, window)
         with ThreadPoolExecutor(max_workers=1) as pool:
             update = pool.submit(
                 lambda: self.update_step.lower(run.train, run.replay, key, window).compile())
-            self.selfplay_step = self.selfplay_step.lower(run, key).compile()
+            if self.split:
+                self._compile_split_selfplay(run, play_key)
+            else:
+                self.selfplay_step = self.selfplay_step.lower(run, play_key).compile()
             self.update_step = update.result()
+
+    def _compile_split_selfplay(self, run: RunState, key: jax.Array) -> None:
+        """Ahead-of-time executables for the split layout's two self-play calls."""
+        variables = jax.device_put(self._selfplay_variables(run), self._replicated)
+        _, positions, emit, stats = jax.eval_shape(self._play_step, variables, key, run.selfplay)
+        on_learner = lambda tree: jax.tree.map(
+            lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=self._learner_device),
+            tree)
+        self._add_step = self._add_step.lower(run.replace(selfplay=None), on_learner(positions),
+                                              on_learner(emit), on_learner(stats)).compile()
+        self._play_step = self._play_step.lower(variables, key, run.selfplay).compile()
 
     # ---- one iteration (host loop over compiled calls) -------------------------------------
 
@@ -328,14 +394,16 @@ class Learner:
         k_play, k_train = jax.random.split(key)
         window = replay_lib.window_size(cfg.replay, run.iteration)
         if self.mesh is not None:  # host values as global arrays, the same in every process
-            k_play, window = replicate(self.mesh, (k_play, window))
+            k_play = replicate(self.mesh, k_play)
+            if not self.split:
+                window = replicate(self.mesh, window)
         run, metrics = self.selfplay_step(run, k_play)
         train = run.train
         update_metrics = []
         if self._replay_ready or int(run.replay.size) >= max(cfg.train.min_replay_size, 1):
             self._replay_ready = True  # the buffer only grows: stop asking (a device sync)
             keys = jax.random.split(k_train, cfg.train.updates_per_iteration)
-            if self.mesh is not None:
+            if self.mesh is not None and not self.split:
                 keys = [replicate(self.mesh, k) for k in np.asarray(keys)]
             for k in keys:
                 train, step_metrics = self.update_step(train, run.replay, k, window)

@@ -23,6 +23,7 @@ import numpy as np
 import envs
 from azjax.config import load_config
 from azjax.metrics import machine_description
+from azjax.parallel import make_mesh, updates_on_one_device
 from azjax.train import Learner
 
 DEFAULT_CONFIGS = ["experiments/draughts.yaml", "experiments/connect_four.yaml"]
@@ -31,7 +32,11 @@ DEFAULT_CONFIGS = ["experiments/draughts.yaml", "experiments/connect_four.yaml"]
 def time_iteration(path: str, overrides: list[str], rounds: int, updates: int) -> dict:
     """Seconds of one self-play chunk and one update step of the config at `path`."""
     config = load_config(path, overrides)
-    learner = Learner(envs.make(config.game), config)
+    # Every device, laid out as `azjax train` lays them out (e.g. XLA_FLAGS=
+    # --xla_force_host_platform_device_count=2: games on two, updates on the first).
+    mesh = make_mesh()
+    learner = Learner(envs.make(config.game), config, mesh=mesh,
+                      updates_on_one_device=updates_on_one_device(mesh))
     run = learner.init_state(jax.random.PRNGKey(config.seed))
     learner.compile(run)
     key = jax.random.PRNGKey(1)

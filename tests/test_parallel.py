@@ -74,6 +74,34 @@ _FOUR_DEVICE_SCRIPT = textwrap.dedent("""
     out["records"] = layout(mesh.selfplay.previous.observation)
     out["replay"] = layout(mesh.replay.positions.observation)
     out["params"] = layout(jax.tree.leaves(mesh.train.params)[0])
+
+    # The split layout (a CPU mesh in one process): games over the 4 devices, replay and
+    # updates on the first. Two iterations, the second past `compile()`'s executables.
+    split = Learner(env, config, mesh=make_mesh(), updates_on_one_device=True)
+    split_run = split.init_state(jax.random.PRNGKey(0))
+    out["split_same_start"] = close(plain.init_state(jax.random.PRNGKey(0)), split_run)
+    split_run, split_metrics = split.iteration(split_run, key)
+    out["split_same_games"] = close(reference.selfplay, split_run.selfplay)
+    out["split_same_replay"] = close(reference.replay, split_run.replay)
+    out["split_losses"] = [float(plain_metrics["loss"]), float(split_metrics["loss"])]
+    out["split_max_param_diff"] = max(
+        float(np.max(np.abs(np.asarray(a) - np.asarray(b))))
+        for a, b in zip(jax.tree.leaves(reference.train.params),
+                        jax.tree.leaves(split_run.train.params)))
+    split.compile(split_run)
+    reference, _ = plain.iteration(reference, jax.random.PRNGKey(3))
+    split_run, _ = split.iteration(split_run, jax.random.PRNGKey(3))
+    out["split_second_same_replay"] = close(reference.replay, split_run.replay)
+    out["split_second_iteration"] = int(split_run.iteration)
+    out["split_games"] = layout(split_run.selfplay.games.current_player)
+    out["split_replay_devices"] = len(split_run.replay.positions.observation.devices())
+    out["split_params_devices"] = len(jax.tree.leaves(split_run.train.params)[0].devices())
+    try:
+        Learner(env, dataclasses.replace(config, train=dataclasses.replace(
+            config.train, batch_size=10)), mesh=make_mesh(), updates_on_one_device=True)
+        out["split_unsplit_batch"] = "accepted"
+    except ConfigError as error:
+        out["split_unsplit_batch"] = str(error)
     for key, value in (("selfplay.batch_size", 6), ("train.batch_size", 10)):
         section = key.split(".")[0]
         bad = dataclasses.replace(config, **{section: dataclasses.replace(
@@ -144,6 +172,24 @@ def test_a_sharded_iteration_equals_the_unsharded_one_from_the_same_seed(four_de
     assert np.isfinite(four_devices["losses"]).all()
 
 
+def test_the_split_layout_plays_over_the_mesh_and_trains_on_one_device(four_devices):
+    """`updates_on_one_device`: the same games and buffer as one device, the same update
+    program on the first device, so the same parameters; only the games are split."""
+    assert four_devices["split_same_start"]
+    assert four_devices["split_same_games"] and four_devices["split_same_replay"]
+    assert abs(four_devices["split_losses"][0] - four_devices["split_losses"][1]) < 1e-6
+    assert four_devices["split_max_param_diff"] < 1e-6
+    assert four_devices["split_second_same_replay"]  # ahead-of-time executables, same result
+    assert four_devices["split_second_iteration"] == 2
+    batch = tiny_config().selfplay.batch_size
+    games = four_devices["split_games"]
+    assert games["spec"] == ["batch"] and games["shards"] == [[batch // 4]]
+    assert games["devices"] == 4
+    assert four_devices["split_replay_devices"] == four_devices["split_params_devices"] == 1
+    # Only the games must split: the training batch stays whole on the first device.
+    assert four_devices["split_unsplit_batch"] == "accepted"
+
+
 def test_games_records_and_replay_are_split_on_the_batch_axis(four_devices):
     batch, capacity = tiny_config().selfplay.batch_size, tiny_config().replay.capacity
     games, records, replay = (four_devices[k] for k in ("games", "records", "replay"))
@@ -204,6 +250,36 @@ def test_cli_refuses_an_indivisible_batch_before_touching_the_run_dir(tmp_path):
     assert out.stderr.strip() == ("error: selfplay.batch_size (6) must be divisible by the "
                                   "device count (4): it is a global size, split over the devices")
     assert not (tmp_path / "run").exists()
+
+
+def test_cli_trains_and_resumes_on_two_forced_cpu_devices_in_the_split_layout(tmp_path):
+    """`azjax train` on 2 forced CPU devices: games split, replay and updates on the first
+    device; the checkpoint it writes resumes in a second process with the same layout."""
+    config = dataclasses.replace(
+        tiny_config(eval=EvalConfig(every_iterations=100, oracle=False, opponents=())),
+        budget=BudgetConfig(max_iterations=1),
+        checkpoint=CheckpointConfig(every_iterations=1, keep=2))
+    path = tmp_path / "tiny.yaml"
+    path.write_text(yaml.safe_dump(config_to_dict(config)))
+    run_dir = tmp_path / "run"
+    outputs = []
+    for iterations in (1, 2):
+        out = subprocess.run(
+            [sys.executable, "-m", "azjax.cli", "train", str(path), "--run-dir", str(run_dir),
+             "--no-progress", "--set", f"budget.max_iterations={iterations}"], cwd=REPO_ROOT,
+            env=_env(XLA_FLAGS="--xla_force_host_platform_device_count=2"), capture_output=True,
+            text=True, timeout=600, stdin=subprocess.DEVNULL)
+        assert out.returncode == 0, out.stderr[-3000:]
+        outputs.append(out.stdout)
+    assert ("mesh: 1 process(es) x 2 cpu device(s); games split 2 way(s); replay and updates "
+            "on the first device") in outputs[0]
+    assert "done: 2 iterations" in outputs[1]
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    starts = [r for r in records if r.get("event") in ("start", "resume")]
+    assert [(r["event"], r["iteration"], r["devices"], r["updates_on_one_device"])
+            for r in starts] == [("start", 0, 2, True), ("resume", 1, 2, True)]
+    losses = [r["loss"] for r in records if "loss" in r]
+    assert len(losses) == 2 and np.isfinite(losses).all()
 
 
 def test_mesh_description_of_this_process():
