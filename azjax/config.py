@@ -132,6 +132,9 @@ class ReplayConfig:
 class TrainConfig:
     batch_size: int = 256
     updates_per_iteration: int = 8
+    # Update steps per compiled call (a `lax.scan`); 1 = one call per step, the programs of
+    # runs before session 31. Must divide updates_per_iteration.
+    updates_per_call: int = 1
     optimizer: Literal["sgd", "adam"] = "adam"
     learning_rate: float = 1e-3
     lr_schedule: Literal["constant", "cosine", "warmup_cosine"] = "constant"
@@ -372,6 +375,11 @@ def _validate(config: ExperimentConfig) -> None:
     _require(0 <= config.train.min_replay_size <= config.replay.capacity,
              "train.min_replay_size", "must be in [0, replay.capacity]")
     _require(config.train.updates_per_iteration >= 0, "train.updates_per_iteration", ">= 0")
+    _require(config.train.updates_per_call >= 1
+             and config.train.updates_per_iteration % config.train.updates_per_call == 0,
+             "train.updates_per_call",
+             f"must be >= 1 and divide train.updates_per_iteration "
+             f"({config.train.updates_per_iteration})")
     _require(config.train.learning_rate > 0, "train.learning_rate", "must be > 0")
     _require(config.train.weight_decay >= 0, "train.weight_decay", "must be >= 0")
     _require(config.train.lr_schedule == "constant" or config.train.lr_decay_steps >= 1,

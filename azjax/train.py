@@ -130,9 +130,11 @@ class Learner:
         self._replay_ready = False
         # `compile()` swaps these for ahead-of-time executables: after that, an input whose
         # shape or dtype drifts fails loudly instead of silently recompiling every iteration.
+        # One update step per call, or `train.updates_per_call` of them (keys [n, 2]).
+        update = self._update if config.train.updates_per_call == 1 else self._updates
         if self.mesh is None:
             self.selfplay_step = jax.jit(self._selfplay_and_add, donate_argnums=(0,))
-            self.update_step = jax.jit(self._update, donate_argnums=(0,))
+            self.update_step = jax.jit(update, donate_argnums=(0,))
         elif self.split:
             games = self.state_shardings().selfplay
             self._play_step = jax.jit(self._play, donate_argnums=(2,),
@@ -141,13 +143,13 @@ class Learner:
                                                      self._batch_split, self._replicated))
             self._add_step = jax.jit(self._add, donate_argnums=(0,))  # where its inputs are
             self.selfplay_step = self._split_selfplay_step
-            self.update_step = jax.jit(self._update, donate_argnums=(0,))
+            self.update_step = jax.jit(update, donate_argnums=(0,))
         else:
             run = self.state_shardings()
             rep = self._replicated
             self.selfplay_step = jax.jit(self._selfplay_and_add, donate_argnums=(0,),
                                          in_shardings=(run, rep), out_shardings=(run, rep))
-            self.update_step = jax.jit(self._update, donate_argnums=(0,),
+            self.update_step = jax.jit(update, donate_argnums=(0,),
                                        in_shardings=(run.train, run.replay, rep, rep),
                                        out_shardings=(run.train, rep))
 
@@ -353,6 +355,25 @@ class Learner:
         metrics = dict(metrics, loss=loss, **{"train/grad_norm": optax.tree_utils.tree_norm(grads)})
         return TrainState(step=train.step + 1, params=params, opt_state=opt_state), metrics
 
+    def _updates(self, train: TrainState, buffer: replay_lib.ReplayBuffer, keys: jax.Array,
+                 window: jax.Array):
+        """`_update` once per key of `keys` [n, 2], in one `lax.scan`: metrics averaged over
+        the n steps. Jitted."""
+        train, metrics = jax.lax.scan(lambda t, key: self._update(t, buffer, key, window),
+                                      train, keys)
+        return train, jax.tree.map(lambda x: jnp.mean(x, axis=0), metrics)
+
+    def _update_keys(self, key: chex.PRNGKey) -> list:
+        """The iteration's K update keys, one entry per compiled call ([2] or [n, 2] each):
+        the same K keys whatever the grouping, so the steps draw the same batches."""
+        cfg = self.config.train
+        keys = np.asarray(jax.random.split(key, cfg.updates_per_iteration))
+        if cfg.updates_per_call > 1:
+            keys = keys.reshape(-1, cfg.updates_per_call, *keys.shape[1:])
+        if self.mesh is not None and not self.split:
+            return [replicate(self.mesh, k) for k in keys]
+        return list(keys)
+
     def compile(self, run: RunState) -> None:
         """Compiles the self-play and update steps ahead of time, the update step in a second
         thread (XLA compiles without the GIL, so the two overlap on two cores)."""
@@ -361,13 +382,15 @@ class Learner:
         key = jax.random.PRNGKey(0)
         window = replay_lib.window_size(self.config.replay, run.iteration)
         play_key = key
+        update_key = self._update_keys(key)[0] if self.config.train.updates_per_iteration else key
         if self.mesh is not None:
             play_key = replicate(self.mesh, key)
             if not self.split:
-                key, window = play_key, replicate(self.mesh, window)
+                window = replicate(self.mesh, window)
         with ThreadPoolExecutor(max_workers=1) as pool:
             update = pool.submit(
-                lambda: self.update_step.lower(run.train, run.replay, key, window).compile())
+                lambda: self.update_step.lower(run.train, run.replay, update_key,
+                                               window).compile())
             if self.split:
                 self._compile_split_selfplay(run, play_key)
             else:
@@ -402,10 +425,7 @@ class Learner:
         update_metrics = []
         if self._replay_ready or int(run.replay.size) >= max(cfg.train.min_replay_size, 1):
             self._replay_ready = True  # the buffer only grows: stop asking (a device sync)
-            keys = jax.random.split(k_train, cfg.train.updates_per_iteration)
-            if self.mesh is not None and not self.split:
-                keys = [replicate(self.mesh, k) for k in np.asarray(keys)]
-            for k in keys:
+            for k in self._update_keys(k_train):
                 train, step_metrics = self.update_step(train, run.replay, k, window)
                 update_metrics.append(step_metrics)
         run = run.replace(train=train)

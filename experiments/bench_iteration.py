@@ -2,10 +2,10 @@
 
 Builds the `Learner` of each config (the same compiled functions `azjax train` runs), then
 times its self-play chunk (B games x T steps, adding to the replay buffer) and its update step
-(one optimizer step on a sampled batch), and scales the update by the config's
-`train.updates_per_iteration`. Self-play: median of `--rounds` chunks after one warm-up; update
-steps: `--updates` of them timed back to back, after one warm-up. Evaluation is not included
-(it runs every `eval.every_iterations`).
+(one optimizer step on a sampled batch, `train.updates_per_call` of them per compiled call),
+and scales the update by the config's `train.updates_per_iteration`. Self-play: median of
+`--rounds` chunks after one warm-up; update steps: `--updates` of them timed back to back, after
+one warm-up call. Evaluation is not included (it runs every `eval.every_iterations`).
 
     python experiments/bench_iteration.py                                  # draughts, connect four
     python experiments/bench_iteration.py experiments/draughts.yaml --set selfplay.batch_size=256
@@ -48,14 +48,20 @@ def time_iteration(path: str, overrides: list[str], rounds: int, updates: int) -
         chunk_s.append(time.perf_counter() - start)
     window = np.int32(config.replay.capacity)
     train = run.train
-    for i in range(updates + 1):  # the first call warms up
+    # Calls as `Learner.iteration` makes them: train.updates_per_call steps each.
+    per_call = config.train.updates_per_call
+    calls = learner._update_keys(jax.random.fold_in(key, 1000))
+    timed = max(1, updates // per_call)
+    if len(calls) < timed + 1:
+        raise SystemExit(f"--updates {updates}: more than the iteration's "
+                         f"{config.train.updates_per_iteration} update steps")
+    for i, call_keys in enumerate(calls[:timed + 1]):  # the first call warms up
         if i == 1:
             jax.block_until_ready(train)
             start = time.perf_counter()
-        train, _ = learner.update_step(train, run.replay, jax.random.fold_in(key, 1000 + i),
-                                       window)
+        train, _ = learner.update_step(train, run.replay, call_keys, window)
     jax.block_until_ready(train)
-    update_s = (time.perf_counter() - start) / updates
+    update_s = (time.perf_counter() - start) / (timed * per_call)
     positions = int(np.prod(run.selfplay.previous.player.shape))
     return {"config": path + "".join(f" {o}" for o in overrides), "positions": positions,
             "selfplay_s": statistics.median(chunk_s[1:]), "update_s": update_s,

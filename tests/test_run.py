@@ -17,7 +17,7 @@ import jax
 import numpy as np
 import pytest
 import yaml
-from conftest import REPO_ROOT, TINY_RUN_CONFIG
+from conftest import REPO_ROOT, TINY_RUN_CONFIG, tiny_config
 
 from azjax.checkpoint import CheckpointError
 from azjax.config import BudgetConfig, CheckpointConfig, ConfigError, config_to_dict
@@ -119,6 +119,31 @@ def test_ahead_of_time_compiled_steps_run_the_same_iteration():
     assert not hasattr(learner.selfplay_step, "lower")  # now an executable, not a jit
     run, metrics = learner.iteration(run, jax.random.PRNGKey(1))
     assert int(run.iteration) == 1 and np.isfinite(metrics["loss"])
+
+
+def test_updates_scanned_in_one_call_equal_the_loop_of_one_step_calls():
+    """`train.updates_per_call`: the same K keys, so the same batches and the same parameters
+    (to float rounding) as K calls of one step; a grouping that does not divide K is refused."""
+    config = tiny_config(train=dataclasses.replace(tiny_config().train, updates_per_iteration=6))
+    env = __import__("envs").make(config.game)
+    results = []
+    for per_call in (1, 3):
+        cfg = dataclasses.replace(config, train=dataclasses.replace(config.train,
+                                                                    updates_per_call=per_call))
+        learner = Learner(env, cfg)
+        run = learner.init_state(jax.random.PRNGKey(0))
+        learner.compile(run)
+        for i in range(2):
+            run, metrics = learner.iteration(run, jax.random.PRNGKey(i))
+        results.append((run.train, metrics))
+    (loop, loop_metrics), (scan, scan_metrics) = results
+    assert int(loop.step) == int(scan.step) == 12
+    assert jax.tree.all(jax.tree.map(lambda a, b: np.allclose(a, b, atol=1e-6),
+                                     loop.params, scan.params))
+    assert abs(loop_metrics["loss"] - scan_metrics["loss"]) < 1e-6
+    with pytest.raises(ConfigError, match=r"train.updates_per_call: must be >= 1 and divide "
+                                          r"train.updates_per_iteration \(6\)"):
+        dataclasses.replace(config, train=dataclasses.replace(config.train, updates_per_call=4))
 
 
 def test_a_changed_config_or_another_game_is_refused_without_touching_the_run(straight_run):
