@@ -59,12 +59,13 @@ class RunResult:
 # What may change when a run resumes: budget, checkpointing and evaluation do not change the
 # parameters the run trains (evaluations draw their own keys), so a longer budget or a cheaper
 # evaluation cadence does not need a new run; gating does (self-play then uses the gate's
-# winner). One training key may change too: `train.lr_decay_steps`, so that a run given a
-# longer (or shorter) budget can stretch its learning-rate schedule to it; the new schedule
-# applies from the resumed update step on, and the resume event in metrics.jsonl records it.
+# winner). Two training keys may change too: `train.lr_decay_steps`, so that a run given a
+# longer (or shorter) budget can stretch its learning-rate schedule to it (the new schedule
+# applies from the resumed update step on), and `train.updates_per_call`, which groups the
+# same update steps into fewer compiled calls. The resume event in metrics.jsonl records them.
 _ALL = None
 _FREE_ON_RESUME = {"budget": _ALL, "checkpoint": _ALL,
-                   "eval": _ALL, "train": {"lr_decay_steps"}}
+                   "eval": _ALL, "train": {"lr_decay_steps", "updates_per_call"}}
 _FIXED_ON_RESUME = {"eval": {"gating", "gating_games", "gating_threshold"}}
 
 

@@ -20,7 +20,13 @@ import yaml
 from conftest import REPO_ROOT, TINY_RUN_CONFIG, tiny_config
 
 from azjax.checkpoint import CheckpointError
-from azjax.config import BudgetConfig, CheckpointConfig, ConfigError, config_to_dict
+from azjax.config import (
+    BudgetConfig,
+    CheckpointConfig,
+    ConfigError,
+    EvalConfig,
+    config_to_dict,
+)
 from azjax.metrics import read_metrics
 from azjax.run import TrainingError, train
 from azjax.train import Learner
@@ -189,6 +195,23 @@ def test_a_resumed_run_may_stretch_its_learning_rate_schedule(tmp_path):
     assert any(not np.array_equal(a, b) for a, b in zip(  # ...then another learning rate
         jax.tree.leaves(_params(tmp_path / "kept", 4)),
         jax.tree.leaves(_params(tmp_path / "stretched", 4)), strict=True))
+
+
+def test_a_resumed_run_may_group_its_update_steps_into_fewer_calls(tmp_path):
+    plain = dataclasses.replace(CONFIG, eval=EvalConfig(every_iterations=100, oracle=False,
+                                                        opponents=()))  # training only
+    grouped = dataclasses.replace(plain, train=dataclasses.replace(
+        CONFIG.train, updates_per_call=CONFIG.train.updates_per_iteration))
+    for name, resumed in (("kept", plain), ("grouped", grouped)):
+        train(_with_budget(plain, 1), tmp_path / name, show_progress=False)
+        train(_with_budget(resumed, 2), tmp_path / name, show_progress=False)
+    resume = next(r for r in read_metrics(tmp_path / "grouped" / "metrics.jsonl")
+                  if r.get("event") == "resume")
+    assert (f"train.updates_per_call: saved 1, requested {CONFIG.train.updates_per_iteration}"
+            in resume["config_changed"])
+    for a, b in zip(jax.tree.leaves(_params(tmp_path / "kept", 2)),
+                    jax.tree.leaves(_params(tmp_path / "grouped", 2)), strict=True):
+        np.testing.assert_allclose(a, b, atol=1e-6)  # the same steps, grouped
 
 
 def test_a_nan_loss_stops_with_a_clear_error_and_keeps_the_last_checkpoint(tmp_path,
