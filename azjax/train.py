@@ -1,14 +1,17 @@
 """Training: TrainState (arrays only), the optax optimizer, the update step, one iteration.
 
 One iteration = a jitted self-play chunk that also adds its finished games to the replay
-buffer, then K jitted update steps called from a Python loop. (A `lax.scan` over the K steps
-took 0.68x the loop's time on tic-tac-toe's small config, `experiments/bench_update_steps.py`
-in the README; the loop stays so that earlier runs repeat.) Every function compiles once; the
-big buffers are donated so XLA updates them in place.
+buffer, then K update steps: by default K calls of one jitted step from a Python loop (the
+programs every earlier run used), or with `train.updates_per_call: n` K / n calls of one
+`lax.scan` over n steps, drawing the same K keys (on the tic-tac-toe config the scan took 0.68x
+the loop's time, `experiments/bench_update_steps.py`). Every function compiles once; the big
+buffers are donated so XLA updates them in place.
 
 Given a mesh (`azjax.parallel`), the same functions are jitted with `NamedSharding`s: games and
-replay slots split on the batch axis, parameters replicated (`Learner.state_shardings`).
-Without one (a single device) nothing changes: plain jit, the same programs as before.
+replay slots split on the batch axis, parameters replicated (`Learner.state_shardings`). The
+split layout (`updates_on_one_device`, for forced CPU devices) splits only the games and keeps
+the buffer and the updates on the mesh's first device. Without a mesh (a single device)
+nothing changes: plain jit, the same programs as before.
 """
 
 from __future__ import annotations
@@ -105,7 +108,9 @@ class Learner:
 
     Host code (CLI, checkpoints, logging) drives `iteration`; everything here is pure.
     `mesh`: a 1-D mesh over several devices (`azjax.parallel.make_mesh`) to split the games
-    and the training batch over; None or one device = unsharded.
+    and the training batch over; None or one device = unsharded. `updates_on_one_device`: split
+    only the games, keeping the replay buffer, the parameters and the updates on the mesh's
+    first device (`azjax.parallel.updates_on_one_device` says when that pays).
     """
 
     def __init__(self, env: Env, config: ExperimentConfig, *, mesh: Mesh | None = None,
@@ -113,8 +118,6 @@ class Learner:
         self.env = env
         self.config = config
         self.mesh = mesh if mesh is not None and mesh.devices.size > 1 else None
-        # Split layout: self-play over the mesh, the replay buffer and the updates on its first
-        # device (`azjax.parallel.updates_on_one_device` says when that pays).
         self.split = self.mesh is not None and updates_on_one_device
         if self.mesh is not None:
             check_divisible(config, self.mesh.devices.size, split_training=not self.split)
@@ -169,8 +172,9 @@ class Learner:
         return SingleDeviceSharding(self.mesh.devices.flat[0])
 
     def state_shardings(self) -> RunState:
-        """A RunState of NamedShardings: games [B] and step records [T, B] split on B, replay
-        slots [C] split on C, everything else (params, optimizer, counters) replicated.
+        """A RunState of shardings: games [B] and step records [T, B] split on B, replay
+        slots [C] split on C, everything else (params, optimizer, counters) replicated; in the
+        split layout everything but the games on the learner's device.
 
         The replay buffer keeps its global ring order (one `next_index`), each device holding a
         contiguous C / D block of slots: `add` writes each position into the device owning its
