@@ -252,16 +252,22 @@ def test_cli_refuses_an_indivisible_batch_before_touching_the_run_dir(tmp_path):
     assert not (tmp_path / "run").exists()
 
 
-def test_cli_trains_and_resumes_on_two_forced_cpu_devices_in_the_split_layout(tmp_path):
-    """`azjax train` on 2 forced CPU devices: games split, replay and updates on the first
-    device; the checkpoint it writes resumes in a second process with the same layout."""
+def _one_iteration_run(tmp_path):
+    """A tiny config of one iteration with a checkpoint and no evaluation (nothing but training
+    to compile), written to tmp_path: (config, its yaml path, a run dir)."""
     config = dataclasses.replace(
         tiny_config(eval=EvalConfig(every_iterations=100, oracle=False, opponents=())),
         budget=BudgetConfig(max_iterations=1),
         checkpoint=CheckpointConfig(every_iterations=1, keep=2))
     path = tmp_path / "tiny.yaml"
     path.write_text(yaml.safe_dump(config_to_dict(config)))
-    run_dir = tmp_path / "run"
+    return config, path, tmp_path / "run"
+
+
+def test_cli_trains_and_resumes_on_two_forced_cpu_devices_in_the_split_layout(tmp_path):
+    """`azjax train` on 2 forced CPU devices: games split, replay and updates on the first
+    device; the checkpoint it writes resumes in a second process with the same layout."""
+    _, path, run_dir = _one_iteration_run(tmp_path)
     outputs = []
     for iterations in (1, 2):
         out = subprocess.run(
@@ -299,13 +305,7 @@ def test_two_processes_train_one_iteration_and_one_process_resumes(tmp_path):
     iteration and write one checkpoint; a plain single-process run then resumes from it."""
     from azjax.run import train
 
-    config = dataclasses.replace(  # no evaluation: nothing but training to compile
-        tiny_config(eval=EvalConfig(every_iterations=100, oracle=False, opponents=())),
-        budget=BudgetConfig(max_iterations=1),
-        checkpoint=CheckpointConfig(every_iterations=1, keep=2))
-    path = tmp_path / "tiny.yaml"
-    path.write_text(yaml.safe_dump(config_to_dict(config)))
-    run_dir = tmp_path / "run"
+    config, path, run_dir = _one_iteration_run(tmp_path)
     port = _free_port()
     processes = [subprocess.Popen(
         [sys.executable, "-m", "azjax.cli", "train", str(path), "--run-dir", str(run_dir),
