@@ -290,10 +290,11 @@ def train(config: ExperimentConfig, run_dir: str | Path, *, show_progress: bool 
 
     layout = mesh_description(mesh)
     if is_main:
-        split = ("games split" if learner.split else "games and training batches split")
+        ways = f"{layout['devices']} way(s)"
+        split = (f"games split {ways}; replay and updates on the first device" if learner.split
+                 else f"games and training batches split {ways}")
         tqdm.write(f"mesh: {layout['processes']} process(es) x {layout['devices_per_process']} "
-                   f"{layout['platform']} device(s); {split} {layout['devices']} way(s)"
-                   + ("; replay and updates on the first device" if learner.split else ""))
+                   f"{layout['platform']} device(s); {split}")
     # The first line of metrics.jsonl (and one per resumed segment): where the run ran.
     logger.log({"event": "resume" if resume else "start", "iteration": iteration,
                 "wall_s": wall_s(), **layout, "updates_on_one_device": learner.split,

@@ -140,7 +140,7 @@ class Learner:
             self.update_step = jax.jit(update, donate_argnums=(0,))
         elif self.split:
             games = self.state_shardings().selfplay
-            self._play_step = jax.jit(self._play, donate_argnums=(2,),
+            self._play_step = jax.jit(self._selfplay, donate_argnums=(2,),
                                       in_shardings=(self._replicated, self._replicated, games),
                                       out_shardings=(games, self._batch_split,
                                                      self._batch_split, self._replicated))
@@ -307,16 +307,12 @@ class Learner:
 
     def _selfplay_and_add(self, run: RunState, key: chex.PRNGKey):
         """One self-play chunk, its finished positions added to the buffer. Jitted."""
-        selfplay, positions, emit, stats = self._play(self._selfplay_variables(run), key,
-                                                      run.selfplay)
+        selfplay, positions, emit, stats = self._selfplay(self._selfplay_variables(run), key,
+                                                          run.selfplay)
         return self._add(run.replace(selfplay=selfplay), positions, emit, stats)
 
     def _selfplay_variables(self, run: RunState) -> dict[str, Any]:
         return {"params": run.selfplay_params if self.config.eval.gating else run.train.params}
-
-    def _play(self, variables, key: chex.PRNGKey, selfplay: SelfPlayState):
-        """One self-play chunk: (state, positions [N], emit bool [N], stats)."""
-        return self._selfplay(variables, key, selfplay)
 
     def _add(self, run: RunState, positions: Positions, emit: jax.Array, stats):
         """The chunk's finished positions into the buffer, the iteration counted, metrics."""

@@ -49,6 +49,8 @@ _FOUR_DEVICE_SCRIPT = textwrap.dedent("""
     mesh_run = sharded.init_state(jax.random.PRNGKey(0))
     close = lambda a, b: all(np.allclose(np.asarray(x), np.asarray(y), atol=1e-6)
                              for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True))
+    max_diff = lambda a, b: max(float(np.max(np.abs(np.asarray(x) - np.asarray(y))))
+                                for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)))
     out = {"devices": jax.device_count(), "same_start": close(start, mesh_run)}
     key = jax.random.PRNGKey(1)
     mesh_run, metrics = sharded.iteration(mesh_run, key)
@@ -59,10 +61,7 @@ _FOUR_DEVICE_SCRIPT = textwrap.dedent("""
                              int(metrics["selfplay/games_finished"])]
     out["same_replay"] = close(reference.replay, mesh_run.replay)
     out["replay_size"] = [int(reference.replay.size), int(mesh_run.replay.size)]
-    out["max_param_diff"] = max(
-        float(np.max(np.abs(np.asarray(a) - np.asarray(b))))
-        for a, b in zip(jax.tree.leaves(reference.train.params),
-                        jax.tree.leaves(mesh_run.train.params)))
+    out["max_param_diff"] = max_diff(reference.train.params, mesh_run.train.params)
     mesh = mesh_run
 
     def layout(x):
@@ -84,10 +83,7 @@ _FOUR_DEVICE_SCRIPT = textwrap.dedent("""
     out["split_same_games"] = close(reference.selfplay, split_run.selfplay)
     out["split_same_replay"] = close(reference.replay, split_run.replay)
     out["split_losses"] = [float(plain_metrics["loss"]), float(split_metrics["loss"])]
-    out["split_max_param_diff"] = max(
-        float(np.max(np.abs(np.asarray(a) - np.asarray(b))))
-        for a, b in zip(jax.tree.leaves(reference.train.params),
-                        jax.tree.leaves(split_run.train.params)))
+    out["split_max_param_diff"] = max_diff(reference.train.params, split_run.train.params)
     split.compile(split_run)
     reference, _ = plain.iteration(reference, jax.random.PRNGKey(3))
     split_run, _ = split.iteration(split_run, jax.random.PRNGKey(3))
