@@ -49,8 +49,9 @@ _FOUR_DEVICE_SCRIPT = textwrap.dedent("""
     mesh_run = sharded.init_state(jax.random.PRNGKey(0))
     close = lambda a, b: all(np.allclose(np.asarray(x), np.asarray(y), atol=1e-6)
                              for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True))
-    max_diff = lambda a, b: max(float(np.max(np.abs(np.asarray(x) - np.asarray(y))))
-                                for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)))
+    max_diff = lambda a, b: max(
+        float(np.max(np.abs(np.asarray(x) - np.asarray(y))))
+        for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True))
     out = {"devices": jax.device_count(), "same_start": close(start, mesh_run)}
     key = jax.random.PRNGKey(1)
     mesh_run, metrics = sharded.iteration(mesh_run, key)
