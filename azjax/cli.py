@@ -223,6 +223,10 @@ def export(
     set_: Annotated[list[str] | None, typer.Option(
         "--set", help="Change how the exported model searches by default, e.g. --set "
                       "search.matmul_dtype=float32 (search keys only; repeatable)")] = None,
+    average: Annotated[list[int] | None, typer.Option(
+        "--average", help="Export the mean of these snapshots' weights (stochastic weight "
+                          "averaging; repeatable, e.g. --average 150 --average 175); the "
+                          "newest of them gives the model its config and provenance")] = None,
 ) -> None:
     """Write a self-contained model (params, config, search defaults, format version) and its
     model card; with --oracle / --against, the card carries scores measured on the export."""
@@ -241,7 +245,8 @@ def export(
 
     try:
         out = export_model(run_dir, snapshot, to, num_simulations=simulations, evaluate=evaluate,
-                           storage_dtype=params_dtype, search_overrides=set_ or [])
+                           storage_dtype=params_dtype, search_overrides=set_ or [],
+                           average=average)
     except _user_errors() as error:
         _fail(error)
     typer.echo(f"exported {out}")

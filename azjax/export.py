@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import jax
+import numpy as np
 
 from azjax.agent import default_simulations, resolve_model_dir, with_search_overrides
 from azjax.checkpoint import CheckpointError, load_model, save_model
@@ -21,7 +22,8 @@ def export_model(run_dir: str | Path, snapshot: str | None, to: str | Path, *,
                  num_simulations: int | None = None,
                  evaluate: Callable[[Path], dict[str, Any]] | None = None,
                  storage_dtype: str = "float32",
-                 search_overrides: list[str] | None = None) -> Path:
+                 search_overrides: list[str] | None = None,
+                 average: list[int] | None = None) -> Path:
     """Copies snapshot `snapshot` (default: the newest) of `run_dir` to `to`, adding the
     search defaults, the run's provenance and a Markdown model card (MODEL_CARD.md).
 
@@ -33,16 +35,20 @@ def export_model(run_dir: str | Path, snapshot: str | None, to: str | Path, *,
     search_overrides: `KEY=VALUE` changes to how the model searches by default (e.g.
     `search.matmul_dtype=float32` for a run that searched in bfloat16), validated like
     `Agent.with_search`; the card is measured under them.
+    average: snapshot iterations whose params are averaged into the exported model (stochastic
+    weight averaging: the mean of weights along one run's low-learning-rate tail). The newest
+    of them supplies the config and provenance (`snapshot`, if given, must be that one).
     """
     run_dir, to = Path(run_dir), Path(to)
-    if snapshot is None:
-        source = resolve_model_dir(run_dir)
+    if average:
+        source, params, config, meta = _averaged_snapshots(run_dir, average, snapshot)
     else:
-        source = run_dir / "snapshots" / str(snapshot)
-        if not (source / "model.json").is_file():
-            raise CheckpointError(f"no snapshot {snapshot} in {run_dir / 'snapshots'}")
+        if snapshot is None:
+            source = resolve_model_dir(run_dir)
+        else:
+            source = _snapshot_dir(run_dir, snapshot)
+        params, config, meta = load_model(source)
     _check_target(run_dir, to)
-    params, config, meta = load_model(source)
     if search_overrides:
         config = with_search_overrides(config, search_overrides)
     if num_simulations is not None and num_simulations < 1:
@@ -57,6 +63,7 @@ def export_model(run_dir: str | Path, snapshot: str | None, to: str | Path, *,
         "training_simulations": int(meta.get("positions") or 0) * config.search.num_simulations,
         "machine": machine_description(),
         "source": str(source),
+        **({"averaged_snapshots": sorted(average)} if average else {}),
         "time_to_perfect_s": _time_to_perfect(run_dir, meta),
     }
     if evaluate is not None:
@@ -74,6 +81,37 @@ def export_model(run_dir: str | Path, snapshot: str | None, to: str | Path, *,
         extra["eval"] = {"eval/measured_at": "export", **metrics}
     return save_model(to, params, config, extra, storage_dtype=storage_dtype,
                       text_files={"MODEL_CARD.md": _card(config, extra, storage_dtype)})
+
+
+def _snapshot_dir(run_dir: Path, iteration: int | str) -> Path:
+    source = run_dir / "snapshots" / str(iteration)
+    if not (source / "model.json").is_file():
+        raise CheckpointError(f"no snapshot {iteration} in {run_dir / 'snapshots'}")
+    return source
+
+
+def _averaged_snapshots(run_dir: Path, iterations: list[int], snapshot: str | None
+                        ) -> tuple[Path, Any, Any, dict[str, Any]]:
+    """(source, mean params, config, meta) of the snapshots `iterations` of one run; the
+    newest supplies source, config and meta. Refuses fewer than two distinct snapshots, a
+    `snapshot` other than the newest, and snapshots of different networks."""
+    if len(set(iterations)) != len(iterations) or len(iterations) < 2:
+        raise ValueError(f"--average needs two or more distinct snapshots, got {iterations}")
+    newest = max(iterations)
+    if snapshot is not None and str(snapshot) != str(newest):
+        raise ValueError(f"with --average the exported snapshot is the newest averaged one "
+                         f"({newest}), not {snapshot}")
+    loaded = {it: load_model(_snapshot_dir(run_dir, it)) for it in sorted(iterations)}
+    _, config, meta = loaded[newest]
+    for it, (_, other, _) in loaded.items():
+        if (other.game, other.network) != (config.game, config.network):
+            raise CheckpointError(f"snapshot {it} of {run_dir} has another game or network "
+                                  f"than snapshot {newest}; only one run's weights average")
+    # The mean in float64, so that the order of the sum does not round the result.
+    trees = [params for params, _, _ in loaded.values()]
+    mean = jax.tree.map(lambda *leaves: np.mean(np.stack(leaves).astype(np.float64), axis=0)
+                        .astype(np.asarray(leaves[0]).dtype), *trees)
+    return _snapshot_dir(run_dir, newest), mean, config, meta
 
 
 def _check_target(run_dir: Path, to: Path) -> None:
@@ -118,8 +156,12 @@ def _card(config, extra: dict, storage_dtype: str = "float32") -> str:
         f"{config.search.num_simulations} simulations each "
         f"({extra['training_simulations']:,} simulations), seed {config.seed}",
         f"- machine: {extra['machine']}",
-        "",
     ]
+    if extra.get("averaged_snapshots"):
+        lines.append("- weights: the mean of snapshots "
+                     + ", ".join(str(i) for i in extra["averaged_snapshots"])
+                     + " (stochastic weight averaging)")
+    lines.append("")
     evaluation = dict(extra.get("eval") or {})
     measured_at = evaluation.pop("eval/measured_at", "training")
     source = ("measured at export" if measured_at == "export"

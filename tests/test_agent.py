@@ -315,3 +315,28 @@ def test_cli_errors_are_one_line(tmp_path):
     assert out.exit_code == 2 and "error:" in out.output
     out = RUNNER.invoke(app, ["--version"])
     assert out.exit_code == 0 and out.output.startswith("azjax ")
+
+
+def test_cli_export_average_stores_the_mean_of_the_snapshots_weights(tiny_run, tmp_path):
+    run_dir, _ = tiny_run
+    out = RUNNER.invoke(app, ["export", str(run_dir), "--to", str(tmp_path / "swa"),
+                              "--average", "4", "--average", "2"])
+    assert out.exit_code == 0, out.output
+    two, four = Agent.load(run_dir / "snapshots" / "2"), Agent.load(run_dir / "snapshots" / "4")
+    averaged = Agent.load(tmp_path / "swa")
+    for a, b, mean in zip(jax.tree.leaves(two.params), jax.tree.leaves(four.params),
+                          jax.tree.leaves(averaged.params), strict=True):
+        np.testing.assert_allclose(mean, (np.asarray(a) + np.asarray(b)) / 2, rtol=1e-6,
+                                   atol=1e-7)
+    assert not all(np.array_equal(a, b) for a, b in zip(jax.tree.leaves(two.params),
+                                                        jax.tree.leaves(four.params), strict=True))
+    meta = json.loads((tmp_path / "swa" / "model.json").read_text())
+    assert meta["averaged_snapshots"] == [2, 4] and meta["iteration"] == 4  # the newest's record
+    assert "the mean of snapshots 2, 4" in (tmp_path / "swa" / "MODEL_CARD.md").read_text()
+    for args, message in ((["--average", "4"], "two or more distinct snapshots"),
+                          (["--average", "4", "--average", "4"], "two or more distinct"),
+                          (["--average", "2", "--average", "3"], "no snapshot 3"),
+                          (["2", "--average", "2", "--average", "4"], "the newest averaged one")):
+        out = RUNNER.invoke(app, ["export", str(run_dir), *args, "--to", str(tmp_path / "x")])
+        assert out.exit_code == 2 and message in out.output, (args, out.output)
+    assert not (tmp_path / "x").exists()
