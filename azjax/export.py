@@ -43,10 +43,8 @@ def export_model(run_dir: str | Path, snapshot: str | None, to: str | Path, *,
     if average:
         source, params, config, meta = _averaged_snapshots(run_dir, average, snapshot)
     else:
-        if snapshot is None:
-            source = resolve_model_dir(run_dir)
-        else:
-            source = _snapshot_dir(run_dir, snapshot)
+        source = (resolve_model_dir(run_dir) if snapshot is None
+                  else _snapshot_dir(run_dir, snapshot))
         params, config, meta = load_model(source)
     _check_target(run_dir, to)
     if search_overrides:
@@ -101,7 +99,8 @@ def _averaged_snapshots(run_dir: Path, iterations: list[int], snapshot: str | No
     if snapshot is not None and str(snapshot) != str(newest):
         raise ValueError(f"with --average the exported snapshot is the newest averaged one "
                          f"({newest}), not {snapshot}")
-    loaded = {it: load_model(_snapshot_dir(run_dir, it)) for it in sorted(iterations)}
+    sources = {it: _snapshot_dir(run_dir, it) for it in sorted(iterations)}
+    loaded = {it: load_model(source) for it, source in sources.items()}
     _, config, meta = loaded[newest]
     for it, (_, other, _) in loaded.items():
         if (other.game, other.network) != (config.game, config.network):
@@ -111,7 +110,7 @@ def _averaged_snapshots(run_dir: Path, iterations: list[int], snapshot: str | No
     trees = [params for params, _, _ in loaded.values()]
     mean = jax.tree.map(lambda *leaves: np.mean(np.stack(leaves).astype(np.float64), axis=0)
                         .astype(np.asarray(leaves[0]).dtype), *trees)
-    return _snapshot_dir(run_dir, newest), mean, config, meta
+    return sources[newest], mean, config, meta
 
 
 def _check_target(run_dir: Path, to: Path) -> None:
