@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 
 import jax
 import jax.numpy as jnp
@@ -339,4 +340,15 @@ def test_cli_export_average_stores_the_mean_of_the_snapshots_weights(tiny_run, t
                           (["2", "--average", "2", "--average", "4"], "the newest averaged one")):
         out = RUNNER.invoke(app, ["export", str(run_dir), *args, "--to", str(tmp_path / "x")])
         assert out.exit_code == 2 and message in out.output, (args, out.output)
+    # Snapshots of another network do not average, even when their weights' shapes agree
+    # (an MLP does not read `blocks`).
+    other = tmp_path / "other_run"
+    shutil.copytree(run_dir / "snapshots", other / "snapshots")
+    meta_path = other / "snapshots" / "2" / "model.json"
+    meta = json.loads(meta_path.read_text())
+    meta["config"]["network"]["blocks"] += 1
+    meta_path.write_text(json.dumps(meta))
+    out = RUNNER.invoke(app, ["export", str(other), "--average", "2", "--average", "4", "--to",
+                              str(tmp_path / "x")])
+    assert out.exit_code == 2 and "has another game or network" in out.output, out.output
     assert not (tmp_path / "x").exists()
