@@ -94,6 +94,13 @@ class SearchConfig:
     # finished games and, with 1 - |v| as the draw share, at the network's values
     # (`azjax.search`). 0 = the zero-sum game as trained.
     contempt: float = 0.0
+    # Not an mctx argument: KataGo's score utility, with draughts' material as the score. The
+    # search maximises outcome + material_utility x the final material difference (mover's
+    # side, a side's starting material = 1): finished games score it exactly, the network's
+    # values add the material head's prediction of it. Breaks the ties between lines the value
+    # head calls equal in favour of keeping more material. Needs network.material_head; 0 = the
+    # game as trained.
+    material_utility: float = 0.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -353,6 +360,9 @@ def _validate(config: ExperimentConfig) -> None:
     _require(0.0 <= search.dirichlet_fraction <= 1.0, "search.dirichlet_fraction", "in [0, 1]")
     _require(search.dirichlet_alpha > 0, "search.dirichlet_alpha", "must be > 0")
     _require(0.0 <= search.contempt < 1.0, "search.contempt", "in [0, 1)")
+    _require(0.0 <= search.material_utility <= 1.0, "search.material_utility", "in [0, 1]")
+    _require(not search.material_utility or net.material_head, "search.material_utility",
+             "needs network.material_head (the search reads its prediction)")
     _require(play.batch_size >= 1, "selfplay.batch_size", "must be >= 1")
     _require(play.chunk_length >= 0, "selfplay.chunk_length", "must be >= 0")
     _require(play.max_game_length >= 0, "selfplay.max_game_length", "must be >= 0")

@@ -54,7 +54,8 @@ def export_model(run_dir: str | Path, snapshot: str | None, to: str | Path, *,
     extra = {
         **{k: v for k, v in meta.items() if k not in ("format_version", "game", "config")},
         "num_simulations": num_simulations or default_simulations(config),
-        "search": {"algorithm": config.search.algorithm, "contempt": config.search.contempt},
+        "search": {"algorithm": config.search.algorithm, "contempt": config.search.contempt,
+                   "material_utility": config.search.material_utility},
         "seed": config.seed,
         "num_params": sum(int(leaf.size) for leaf in jax.tree.leaves(params)),
         # Self-play searches: one per position, each with the training search's simulations.
@@ -142,14 +143,18 @@ def _card(config, extra: dict, storage_dtype: str = "float32") -> str:
                  if net.stem_layers else ""),
              "resnet": f"ResNet {net.blocks} blocks x {net.channels} channels"}[net.kind]
     if net.material_head:
-        shape += " (+ a material head, trained as an auxiliary target; play does not read it)"
+        shape += (" (+ a material head, trained as an auxiliary target; "
+                  + (f"the search adds {config.search.material_utility} x its prediction)"
+                     if config.search.material_utility else "play does not read it)"))
     lines = [
         f"# azjax model: {config.game}",
         "",
         f"- network: {shape}, {extra['num_params']:,} parameters stored as {storage_dtype}",
         f"- search: {config.search.algorithm}, {extra['num_simulations']} simulations by default"
         + (f", contempt {config.search.contempt} (draws scored against it)"
-           if config.search.contempt else ""),
+           if config.search.contempt else "")
+        + (f", material utility {config.search.material_utility} (outcome + that x the final"
+           " material difference)" if config.search.material_utility else ""),
         f"- trained: iteration {extra.get('iteration')}, wall_s {extra.get('wall_s', 0):.1f}, "
         f"{extra.get('positions')} self-play positions searched with "
         f"{config.search.num_simulations} simulations each "

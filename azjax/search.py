@@ -10,7 +10,9 @@ when it stays, 0 after the end.
 
 `SearchConfig.contempt` > 0 makes the search draw-averse for the player to move at its root
 (the tree's embedding then also carries that player): for play against weaker opponents, not
-part of the game as trained.
+part of the game as trained. `SearchConfig.material_utility` > 0 makes it maximise the outcome
+plus that weight times the final material difference (KataGo's score utility, with material as
+the score), reading the network's material head.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ __all__ = [
     "make_recurrent_fn",
     "make_root_fn",
     "make_search",
+    "material_utility_apply",
     "make_network_search",
     "masked_logits",
     "tree_env",
@@ -53,8 +56,9 @@ class SearchOutput:
     action: jax.Array  # int32 [B]: the search's chosen action (sampled when noise is on)
     policy: jax.Array  # float32 [B, A]: mctx's action weights (the policy target)
     value: jax.Array  # float32 [B]: root value after search, for the player to move (with
-    # `contempt`, the draw-averse value the search maximised)
-    prior_value: jax.Array  # float32 [B]: the network's value at the root
+    # `contempt` or `material_utility`, the utility the search maximised)
+    prior_value: jax.Array  # float32 [B]: the network's value at the root (with
+    # `material_utility`, plus its weighted material prediction)
     visit_counts: jax.Array  # int32 [B, A]: the root's visits per action
 
 
@@ -137,6 +141,35 @@ def _draw_averse_recurrent_fn(recurrent_fn, contempt: float):
     return draw_averse
 
 
+def material_utility_apply(apply_fn: ApplyFn, weight: float) -> ApplyFn:
+    """`apply_fn` whose value is the network's value + `weight` x its material head's
+    prediction of the final material difference (both for the player to move): obs [B, ...] ->
+    (logits [B, A], utility float32 [B])."""
+
+    def apply(variables: Any, obs: jax.Array):
+        logits, value, material = apply_fn(variables, obs, material=True)
+        return logits, value + weight * material
+
+    return apply
+
+
+def _material_utility_recurrent_fn(env: Env, recurrent_fn, weight: float):
+    """`recurrent_fn` (over a `material_utility_apply` network) whose finished games also score
+    `weight` x the final material difference for the player who moved into them."""
+
+    def with_material(variables: Any, key: chex.PRNGKey, action: jax.Array, states: Any):
+        output, next_states = recurrent_fn(variables, key, action, states)
+        done = next_states.terminated | next_states.truncated
+        material = jax.vmap(env.material)(next_states)  # [B, 2] by player id
+        mover = states.current_player
+        mine = jnp.take_along_axis(material, mover[:, None], axis=1)[:, 0]
+        theirs = jnp.take_along_axis(material, 1 - mover[:, None], axis=1)[:, 0]
+        bonus = jnp.where(done, weight * (mine - theirs), 0.0)
+        return output.replace(reward=output.reward + bonus), next_states
+
+    return with_material
+
+
 def qtransform_from_name(name: str):
     """mctx's qtransform for a `SearchConfig.qtransform` name (min-max uses the game range)."""
     if name == "completed_by_mix_value":
@@ -160,9 +193,15 @@ def make_search(env: Env, apply_fn: ApplyFn, config: SearchConfig):
     Dirichlet noise for puct, `gumbel_scale=0` for gumbel) and `action` is the argmax of the
     final policy, as used for evaluation and play. Returns a `SearchOutput`.
     """
+    walked = tree_env(env, config)
+    if config.material_utility:
+        apply_fn = material_utility_apply(apply_fn, config.material_utility)
     root_fn = make_root_fn(env, apply_fn)
     # The root is whatever position it is handed; below it, forced moves may be played at once.
-    recurrent_fn = make_recurrent_fn(tree_env(env, config), apply_fn)
+    recurrent_fn = make_recurrent_fn(walked, apply_fn)
+    if config.material_utility:
+        recurrent_fn = _material_utility_recurrent_fn(walked, recurrent_fn,
+                                                      config.material_utility)
     if config.contempt:
         recurrent_fn = _draw_averse_recurrent_fn(recurrent_fn, config.contempt)
     qtransform = qtransform_from_name(config.qtransform)
