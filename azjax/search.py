@@ -73,8 +73,11 @@ def _evaluate(env: Env, apply_fn: ApplyFn, variables: Any, states: Any):
     return masked_logits(logits, states.legal_action_mask), value
 
 
-def make_root_fn(env: Env, apply_fn: ApplyFn):
-    """states[B] -> mctx.RootFnOutput (masked prior logits, network value, embedding=states)."""
+def make_root_fn(env: Env, apply_fn: ApplyFn, material_utility: float = 0.0):
+    """states[B] -> mctx.RootFnOutput (masked prior logits, network value, embedding=states);
+    with `material_utility`, the value adds that weight x the material head's prediction."""
+    if material_utility:
+        apply_fn = material_utility_apply(apply_fn, material_utility)
 
     def root_fn(variables: Any, states: Any) -> mctx.RootFnOutput:
         logits, value = _evaluate(env, apply_fn, variables, states)
@@ -83,12 +86,16 @@ def make_root_fn(env: Env, apply_fn: ApplyFn):
     return root_fn
 
 
-def make_recurrent_fn(env: Env, apply_fn: ApplyFn):
+def make_recurrent_fn(env: Env, apply_fn: ApplyFn, material_utility: float = 0.0):
     """mctx recurrent_fn stepping the real env; see the module docstring for the sign rules.
 
     `recurrent_fn(variables, key, action int32 [B], states [B])` -> (RecurrentFnOutput with
     reward, discount and value float32 [B] and prior_logits float32 [B, A], next states [B]).
+    With `material_utility` a finished game's reward adds that weight x the final material
+    difference for the player who moved into it, and values the material head's prediction.
     """
+    if material_utility:
+        apply_fn = material_utility_apply(apply_fn, material_utility)
 
     def recurrent_fn(variables: Any, key: chex.PRNGKey, action: jax.Array, states: Any):
         del key
@@ -96,6 +103,11 @@ def make_recurrent_fn(env: Env, apply_fn: ApplyFn):
         next_states = jax.vmap(env.step)(states, action)
         done = next_states.terminated | next_states.truncated
         reward = jnp.take_along_axis(next_states.rewards, mover[:, None], axis=1)[:, 0]
+        if material_utility:
+            material = jax.vmap(env.material)(next_states)  # [B, 2] by player id
+            mine = jnp.take_along_axis(material, mover[:, None], axis=1)[:, 0]
+            theirs = jnp.take_along_axis(material, 1 - mover[:, None], axis=1)[:, 0]
+            reward = reward + jnp.where(done, material_utility * (mine - theirs), 0.0)
         same_player = next_states.current_player == mover
         discount = jnp.where(done, 0.0, jnp.where(same_player, 1.0, -1.0))
         logits, value = _evaluate(env, apply_fn, variables, next_states)
@@ -153,23 +165,6 @@ def material_utility_apply(apply_fn: ApplyFn, weight: float) -> ApplyFn:
     return apply
 
 
-def _material_utility_recurrent_fn(env: Env, recurrent_fn, weight: float):
-    """`recurrent_fn` (over a `material_utility_apply` network) whose finished games also score
-    `weight` x the final material difference for the player who moved into them."""
-
-    def with_material(variables: Any, key: chex.PRNGKey, action: jax.Array, states: Any):
-        output, next_states = recurrent_fn(variables, key, action, states)
-        done = next_states.terminated | next_states.truncated
-        material = jax.vmap(env.material)(next_states)  # [B, 2] by player id
-        mover = states.current_player
-        mine = jnp.take_along_axis(material, mover[:, None], axis=1)[:, 0]
-        theirs = jnp.take_along_axis(material, 1 - mover[:, None], axis=1)[:, 0]
-        bonus = jnp.where(done, weight * (mine - theirs), 0.0)
-        return output.replace(reward=output.reward + bonus), next_states
-
-    return with_material
-
-
 def qtransform_from_name(name: str):
     """mctx's qtransform for a `SearchConfig.qtransform` name (min-max uses the game range)."""
     if name == "completed_by_mix_value":
@@ -193,15 +188,9 @@ def make_search(env: Env, apply_fn: ApplyFn, config: SearchConfig):
     Dirichlet noise for puct, `gumbel_scale=0` for gumbel) and `action` is the argmax of the
     final policy, as used for evaluation and play. Returns a `SearchOutput`.
     """
-    walked = tree_env(env, config)
-    if config.material_utility:
-        apply_fn = material_utility_apply(apply_fn, config.material_utility)
-    root_fn = make_root_fn(env, apply_fn)
+    root_fn = make_root_fn(env, apply_fn, config.material_utility)
     # The root is whatever position it is handed; below it, forced moves may be played at once.
-    recurrent_fn = make_recurrent_fn(walked, apply_fn)
-    if config.material_utility:
-        recurrent_fn = _material_utility_recurrent_fn(walked, recurrent_fn,
-                                                      config.material_utility)
+    recurrent_fn = make_recurrent_fn(tree_env(env, config), apply_fn, config.material_utility)
     if config.contempt:
         recurrent_fn = _draw_averse_recurrent_fn(recurrent_fn, config.contempt)
     qtransform = qtransform_from_name(config.qtransform)
