@@ -29,7 +29,7 @@ from flax import struct
 from azjax import mctx_backward, mctx_simulate
 from azjax.config import NetworkConfig, SearchConfig
 from azjax.network import ApplyFn, make_network
-from envs.core import Env
+from envs.core import Env, material_lead
 from envs.forced import forced_moves_played
 
 __all__ = [
@@ -104,10 +104,8 @@ def make_recurrent_fn(env: Env, apply_fn: ApplyFn, material_utility: float = 0.0
         done = next_states.terminated | next_states.truncated
         reward = jnp.take_along_axis(next_states.rewards, mover[:, None], axis=1)[:, 0]
         if material_utility:
-            material = jax.vmap(env.material)(next_states)  # [B, 2] by player id
-            mine = jnp.take_along_axis(material, mover[:, None], axis=1)[:, 0]
-            theirs = jnp.take_along_axis(material, 1 - mover[:, None], axis=1)[:, 0]
-            reward = reward + jnp.where(done, material_utility * (mine - theirs), 0.0)
+            lead = material_lead(jax.vmap(env.material)(next_states), mover)
+            reward = reward + jnp.where(done, material_utility * lead, 0.0)
         same_player = next_states.current_player == mover
         discount = jnp.where(done, 0.0, jnp.where(same_player, 1.0, -1.0))
         logits, value = _evaluate(env, apply_fn, variables, next_states)

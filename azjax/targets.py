@@ -14,6 +14,7 @@ import jax.numpy as jnp
 from flax import struct
 
 from azjax.types import Positions
+from envs.core import material_lead
 
 __all__ = ["StepRecord", "emit_positions", "material_targets", "value_targets"]
 
@@ -73,9 +74,7 @@ def _final_results(records: StepRecord):
         known = jnp.where(record.done, ~record.truncated, known)
         mover = record.player[:, None]
         z = jnp.take_along_axis(outcome, mover, axis=1)[:, 0]
-        material = ((jnp.take_along_axis(final_material, mover, axis=1)
-                     - jnp.take_along_axis(final_material, 1 - mover, axis=1))[:, 0]
-                    if with_material else None)
+        material = material_lead(final_material, record.player) if with_material else None
         return (outcome, final_material, finished, known), (z, finished, known, material)
 
     init = (jnp.zeros((batch, 2), jnp.float32),

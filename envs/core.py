@@ -23,8 +23,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["Env", "GameState", "jitted_step", "play_moves", "positions_along", "status_line",
-           "tree_select"]
+__all__ = ["Env", "GameState", "jitted_step", "material_lead", "play_moves", "positions_along",
+           "status_line", "tree_select"]
 
 
 class GameState(Protocol):
@@ -43,6 +43,14 @@ class GameState(Protocol):
 def tree_select(pred: jax.Array, on_true: Any, on_false: Any) -> Any:
     """Per-leaf `jnp.where(pred, on_true, on_false)` for two pytrees of one structure."""
     return jax.tree.map(lambda t, f: jnp.where(pred, t, f), on_true, on_false)
+
+
+def material_lead(material: jax.Array, player: jax.Array) -> jax.Array:
+    """float32 [B]: `player`'s (int32 [B]) material minus the other player's, from
+    `material` float32 [B, 2] by player id (`Env.material`)."""
+    mine = jnp.take_along_axis(material, player[:, None], axis=1)[:, 0]
+    theirs = jnp.take_along_axis(material, 1 - player[:, None], axis=1)[:, 0]
+    return mine - theirs
 
 
 class Env(abc.ABC):

@@ -12,21 +12,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from test_envs_forced import DRAUGHTS, FORCED, SAFE, SUICIDE, SUICIDE_FEN
 
-import envs
 from azjax.config import NetworkConfig, SearchConfig
 from azjax.network import init_network, make_network
 from azjax.search import make_recurrent_fn, make_root_fn, make_search
-from envs.forced import forced_moves_played
 
-DRAUGHTS = envs.make("draughts")
 NET = NetworkConfig(kind="mlp", hidden=(8,), material_head=True)
 WEIGHT = 0.3
 PREDICTED = 0.2  # the material head's output everywhere
 MAN = 1.0 / 12.0  # one man's material (a side starts with 12)
-# Black's only man on 11, White's on 18: 11-15 (id 31) is answered by the forced 18x11, which
-# takes Black's last piece; 11-16 (id 32) is a quiet move.
-SUICIDE_FEN, SUICIDE, SAFE = "B:W18:B11", 31, 32
 # Black to move at draw counter 39: every move is quiet, so every move draws at once, but
 # 27-31 and 27-32 crown a man (a king is worth 1.5 men) and 5-9 does not.
 LAST_MOVE_FEN, CROWNING, PLAIN = "B:W21:B5,27", (87, 88), 8
@@ -53,16 +48,11 @@ def test_leaf_values_add_the_weighted_material_prediction():
     np.testing.assert_allclose(plain.value, [0.0], atol=1e-7)
 
 
-@functools.cache
-def _utility_recurrent_fn():
-    _, apply = make_network(NET, DRAUGHTS.num_actions)
-    return make_recurrent_fn(forced_moves_played(DRAUGHTS), apply, WEIGHT)
-
-
 def test_a_finished_game_scores_its_material_for_the_mover():
-    """11-15 loses (White's forced 18x11 takes Black's last man): -1 for the outcome, and
-    Black ends with nothing against White's one man."""
-    recurrent = _utility_recurrent_fn()
+    """Black's only man on 11, White's on 18: 11-15 loses (White's forced 18x11 takes Black's
+    last man), -1 for the outcome with nothing against White's one man; 11-16 is quiet."""
+    _, apply = make_network(NET, DRAUGHTS.num_actions)
+    recurrent = make_recurrent_fn(FORCED, apply, WEIGHT)
     state = _one(DRAUGHTS.from_fen(SUICIDE_FEN))
     out, after = recurrent(_variables(), None, jnp.array([SUICIDE]), state)
     assert bool(after.terminated[0])
