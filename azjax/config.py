@@ -101,6 +101,11 @@ class SearchConfig:
     # head calls equal in favour of keeping more material. Needs network.material_head; 0 = the
     # game as trained.
     material_utility: float = 0.0
+    # Not an mctx argument: evaluate every position the search reaches in each of the game's
+    # symmetric copies (`Env.symmetries`) and average them: the mean value (and material), the
+    # mean policy mapped back onto the position's actions. The same network, less of its
+    # noise, for S times the network's work per evaluation (`azjax.search`).
+    symmetry_average: bool = False
 
 
 @dataclasses.dataclass(frozen=True)

@@ -12,7 +12,8 @@ when it stays, 0 after the end.
 (the tree's embedding then also carries that player): for play against weaker opponents, not
 part of the game as trained. `SearchConfig.material_utility` > 0 makes it maximise the outcome
 plus that weight times the final material difference (KataGo's score utility, with material as
-the score), reading the network's material head.
+the score), reading the network's material head. `SearchConfig.symmetry_average` evaluates each
+position in all of the game's symmetric copies and averages them (`symmetry_averaged_apply`).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import chex
 import jax
 import jax.numpy as jnp
 import mctx
+import numpy as np
 from flax import struct
 
 from azjax import mctx_backward, mctx_simulate
@@ -41,6 +43,8 @@ __all__ = [
     "material_utility_apply",
     "make_network_search",
     "masked_logits",
+    "symmetry_averaged_apply",
+    "symmetry_permutations",
     "tree_env",
     "qtransform_from_name",
 ]
@@ -163,6 +167,43 @@ def material_utility_apply(apply_fn: ApplyFn, weight: float) -> ApplyFn:
     return apply
 
 
+def symmetry_permutations(env: Env) -> np.ndarray:
+    """int32 [S, A]: copy k's action j is the input position's action `[k, j]`.
+
+    Read off `env.symmetries` applied to the action ids themselves, so it holds for any game
+    whose symmetries permute the policy (every game here; the conformance suite checks it).
+    """
+    obs = jnp.zeros(env.observation_shape, jnp.float32)
+    ids = jnp.arange(env.num_actions, dtype=jnp.float32)  # exact: A is far below 2**24
+    return np.asarray(env.symmetries(obs, ids)[1]).round().astype(np.int32)
+
+
+def symmetry_averaged_apply(env: Env, apply_fn: ApplyFn) -> ApplyFn:
+    """`apply_fn` averaged over the game's S symmetries: obs [B, ...] -> (logits [B, A],
+    value [B], ...), the same outputs as `apply_fn` (material [B] too when asked for).
+
+    Each position is evaluated in all S copies in one batch of B x S. The value (and material)
+    is the mean over the copies; the policy is the mean of the copies' probabilities, each
+    mapped back onto the position's own actions, returned as log-probabilities.
+    """
+    permutations = symmetry_permutations(env)  # [S, A]
+    to_input = np.argsort(permutations, axis=1)  # [S, A]: input action a is copy k's [k, a]
+    num_copies, num_actions = permutations.shape
+    blank_policy = jnp.zeros(num_actions, jnp.float32)
+
+    def apply(variables: Any, obs: jax.Array, **kwargs):
+        copies = jax.vmap(lambda o: env.symmetries(o, blank_policy)[0])(obs)  # [B, S, *obs]
+        batch = obs.shape[0]
+        logits, *rest = apply_fn(variables, copies.reshape(batch * num_copies, *obs.shape[1:]),
+                                 **kwargs)
+        probs = jax.nn.softmax(logits.reshape(batch, num_copies, num_actions), axis=-1)
+        probs = jnp.take_along_axis(probs, jnp.asarray(to_input)[None], axis=2)
+        mean = jnp.maximum(probs.mean(axis=1), jnp.finfo(jnp.float32).tiny)  # log stays finite
+        return (jnp.log(mean), *(x.reshape(batch, num_copies).mean(axis=1) for x in rest))
+
+    return apply
+
+
 def qtransform_from_name(name: str):
     """mctx's qtransform for a `SearchConfig.qtransform` name (min-max uses the game range)."""
     if name == "completed_by_mix_value":
@@ -186,6 +227,8 @@ def make_search(env: Env, apply_fn: ApplyFn, config: SearchConfig):
     Dirichlet noise for puct, `gumbel_scale=0` for gumbel) and `action` is the argmax of the
     final policy, as used for evaluation and play. Returns a `SearchOutput`.
     """
+    if config.symmetry_average:
+        apply_fn = symmetry_averaged_apply(env, apply_fn)
     root_fn = make_root_fn(env, apply_fn, config.material_utility)
     # The root is whatever position it is handed; below it, forced moves may be played at once.
     recurrent_fn = make_recurrent_fn(tree_env(env, config), apply_fn, config.material_utility)

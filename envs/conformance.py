@@ -53,9 +53,10 @@ def check_env(env: Env, *, num_games: int = 16, max_steps: int = 1000, seed: int
     """Raises AssertionError naming the first broken rule of the contract.
 
     Checks static attributes, field dtypes and shapes, observation shape and dtype, symmetries'
-    shapes, random play of `num_games` games to the end (rewards zero-sum and only on the final
-    step, all-True mask at terminal states, a no-op step after the end), illegal moves as a loss
-    for the mover, jit == no-jit, one game == a vmapped batch, and the notation round trip.
+    shapes (each copy's policy a permutation of the actions), random play of `num_games` games
+    to the end (rewards zero-sum and only on the final step, all-True mask at terminal states,
+    a no-op step after the end), illegal moves as a loss for the mover, jit == no-jit, one game
+    == a vmapped batch, and the notation round trip.
     """
     if not isinstance(env.name, str) or env.num_players != 2:
         raise _fail(env, "needs a string name and num_players == 2")
@@ -78,6 +79,8 @@ def check_env(env: Env, *, num_games: int = 16, max_steps: int = 1000, seed: int
     identity = np.arange(env.num_actions)
     if not (np.array_equal(sym_obs[0], obs) and np.array_equal(sym_pol[0], identity)):
         raise _fail(env, "symmetry 0 must be the identity")
+    if not all(np.array_equal(np.sort(copy), identity) for copy in sym_pol):
+        raise _fail(env, "symmetries must permute the policy's actions")
     if not isinstance(env.render(state), str):
         raise _fail(env, "render must return a str")
     for action in range(env.num_actions):

@@ -49,6 +49,14 @@ class _WrongMaskDtype(TicTacToe):
         return state.replace(legal_action_mask=state.legal_action_mask.astype(jnp.int32))
 
 
+class _SymmetryBlursThePolicy(ConnectFour):
+    """Its mirror copy averages neighbouring columns' policy: not a permutation."""
+
+    def symmetries(self, obs, policy):
+        sym_obs, sym_pol = super().symmetries(obs, policy)
+        return sym_obs, sym_pol.at[1].set((sym_pol[1] + jnp.roll(sym_pol[1], 1)) / 2)
+
+
 @pytest.mark.parametrize(
     ("broken", "complaint"),
     [
@@ -57,6 +65,7 @@ class _WrongMaskDtype(TicTacToe):
         (_RewardsEveryStep, "zero except on the final step"),
         (_ForgivesIllegalMoves, "illegal action"),
         (_WrongMaskDtype, "legal_action_mask is int32"),
+        (_SymmetryBlursThePolicy, "permute the policy"),
     ],
 )
 def test_check_env_catches_a_broken_env(broken, complaint):
