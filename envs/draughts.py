@@ -55,6 +55,7 @@ DRAW_RULES = {"openspiel": 40, "forty_move": 80}  # the counter value that draws
 RANDOM_START_MAX_PIECES = 6  # per side, in `Draughts.random_start`'s endings
 KING_VALUE = 1.5  # in men, for `Draughts.material`: the usual rule of thumb
 RANDOM_START_TRIES = 4  # draws per random start (0.07% of single draws leave the mover stuck)
+PLANE_SETS = {"basic": 7, "tactics": 11}  # `Draughts(planes=...)`: observation planes
 _DIRECTIONS = ((-1, -1), (-1, 1), (1, -1), (1, 1))  # up-left, up-right, down-left, down-right
 _OPPOSITE = (3, 2, 1, 0)
 
@@ -219,17 +220,28 @@ def _mask(words: jax.Array) -> jax.Array:
     return (selected & _FROM_BIT) != 0
 
 
-class Draughts(Env):
-    name = "draughts"
-    num_actions = NUM_ACTIONS
-    # Planes, 8x8 with row 0 on top as in the diagram: my men, my kings, their men, their kings,
-    # the piece that must continue a capture, "player 1 (White) to move" (all ones or zeros:
-    # which way is forward), draw counter / draw limit (all cells).
-    observation_shape = (8, 8, 7)
+def _capture_planes(mine, theirs, kings, player) -> jax.Array:
+    """uint32 [2]: the pieces of `player` that could capture now (ignoring which piece must go
+    on with a capture) and the pieces of the other side they could take, each as a bitboard."""
+    jumps = _jump_words(mine, theirs, kings, player, mine)  # [4], per direction
+    capturers = jumps[0] | jumps[1] | jumps[2] | jumps[3]
+    victims = functools.reduce(jnp.bitwise_or, [_neighbours(jumps[d], d) for d in range(4)])
+    return jnp.stack([capturers, victims & theirs])
 
-    def __init__(self, draw_rule: str = "openspiel") -> None:
+
+class Draughts(Env):
+    num_actions = NUM_ACTIONS
+
+    def __init__(self, draw_rule: str = "openspiel", planes: str = "basic") -> None:
+        """`planes`: "basic" (7 planes, the game's id `draughts`) or "tactics" (11: the basic
+        ones and each side's one-hop captures, id `draughts_tactics`); see `observe`."""
         if draw_rule not in DRAW_RULES:
             raise ValueError(f"draw_rule must be one of {sorted(DRAW_RULES)}, got {draw_rule!r}")
+        if planes not in PLANE_SETS:
+            raise ValueError(f"planes must be one of {sorted(PLANE_SETS)}, got {planes!r}")
+        self.planes = planes
+        self.name = "draughts" if planes == "basic" else f"draughts_{planes}"
+        self.observation_shape = (8, 8, PLANE_SETS[planes])
         self.draw_rule = draw_rule
         self.draw_limit = DRAW_RULES[draw_rule]
         # A sound bound. Captures: at most 12 + 11 = 23 (a side with no piece has lost). Between
@@ -240,7 +252,8 @@ class Draughts(Env):
         self.max_game_length = self.draw_limit * (resets + 1)
 
     def __repr__(self) -> str:
-        return f"Draughts(draw_rule={self.draw_rule!r})"
+        planes = "" if self.planes == "basic" else f", planes={self.planes!r}"
+        return f"Draughts(draw_rule={self.draw_rule!r}{planes})"
 
     # ---- rules -------------------------------------------------------------------------------
 
@@ -351,25 +364,36 @@ class Draughts(Env):
         return (men.astype(jnp.float32) + KING_VALUE * kings.astype(jnp.float32)) / 12.0
 
     def observe(self, state: State) -> jax.Array:
-        """float32 [8, 8, 7] (planes listed at `observation_shape`), the mover's pieces first."""
+        """float32 [8, 8, P], row 0 on top as in the module's diagram, "my" = the mover's.
+
+        Planes 0-6 (every plane set): my men, my kings, their men, their kings, the piece that
+        must continue a capture, "player 1 (White) to move" (all ones or zeros: which way is
+        forward), draw counter / draw limit (all cells). With `planes="tactics"` also 7: my
+        pieces that could capture, 8: their pieces I could take, 9: their pieces that could
+        capture were it their move, 10: my pieces they could take (one hop each, from the rules'
+        own jump bitboards): what a dense network would otherwise learn square by square.
+        """
         me = state.current_player
         mine, theirs, kings = state.pieces[me], state.pieces[1 - me], state.kings
         jumper = jnp.where(state.jumper >= 0,
                            jnp.uint32(1) << jnp.maximum(state.jumper, 0).astype(jnp.uint32),
                            jnp.uint32(0))
         none = jnp.uint32(0)
-        words = jnp.stack([mine & ~kings, mine & kings, theirs & ~kings, theirs & kings, jumper,
-                           none, none])
+        words = [mine & ~kings, mine & kings, theirs & ~kings, theirs & kings, jumper, none, none]
         zero = jnp.float32(0)
-        constant = jnp.stack([zero, zero, zero, zero, zero, me.astype(jnp.float32),
-                              state.counter.astype(jnp.float32) / self.draw_limit])
+        constant = [zero, zero, zero, zero, zero, me.astype(jnp.float32),
+                    state.counter.astype(jnp.float32) / self.draw_limit]
+        if self.planes == "tactics":
+            words += [*_capture_planes(mine, theirs, kings, me),
+                      *_capture_planes(theirs, mine, kings, 1 - me)]
+            constant += [zero] * 4
         # One fused elementwise pass: cell c of plane p is the bit of c's square in words[p]
         # (a light cell's bit is 0, so it stays 0), plus the plane's constant.
-        bits = ((words[None, :] & _CELL_BIT[:, None]) != 0).astype(jnp.float32)
-        return (bits + constant[None, :]).reshape(8, 8, 7)
+        bits = ((jnp.stack(words)[None, :] & _CELL_BIT[:, None]) != 0).astype(jnp.float32)
+        return (bits + jnp.stack(constant)[None, :]).reshape(self.observation_shape)
 
     def symmetries(self, obs: jax.Array, policy: jax.Array) -> tuple[jax.Array, jax.Array]:
-        """Identity and the 180-degree turn with the colours swapped: ([2, 8, 8, 7], [2, 170]).
+        """Identity and the 180-degree turn with the colours swapped: ([2, 8, 8, P], [2, 170]).
 
         No reflection or quarter turn keeps dark squares dark and forward forward, so the board
         alone has no symmetry. But turning the board and swapping the colours (Black's men

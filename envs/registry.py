@@ -15,6 +15,7 @@ _REGISTRY: dict[str, Callable[[], Env]] = {
     "tic_tac_toe": TicTacToe,
     "connect_four": ConnectFour,
     "draughts": Draughts,
+    "draughts_tactics": lambda: Draughts(planes="tactics"),
 }
 _INSTANCES: dict[str, Env] = {}
 

@@ -129,11 +129,14 @@ def test_cli_export_set_changes_the_default_search_and_refuses_network_keys(tiny
     run_dir, _ = tiny_run
     out = RUNNER.invoke(app, ["export", str(run_dir), "2", "--to", str(tmp_path / "model"),
                               "--set", "search.matmul_dtype=bfloat16",
-                              "--set", "search.contempt=0.2"])
+                              "--set", "search.contempt=0.2",
+                              "--set", "search.symmetry_average=true"])
     assert out.exit_code == 0, out.output
     exported = Agent.load(tmp_path / "model").config.search
     assert exported.matmul_dtype == "bfloat16" and exported.contempt == 0.2
-    assert "contempt 0.2" in (tmp_path / "model" / "MODEL_CARD.md").read_text()
+    assert exported.symmetry_average
+    card = (tmp_path / "model" / "MODEL_CARD.md").read_text()
+    assert "contempt 0.2" in card and "averaged over the game's symmetric copies" in card
     out = RUNNER.invoke(app, ["export", str(run_dir), "2", "--to", str(tmp_path / "other"),
                               "--set", "network.width=7"])
     assert out.exit_code == 2 and "not its network or game" in out.output, out.output

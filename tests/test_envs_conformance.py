@@ -77,6 +77,7 @@ def test_check_env_catches_a_broken_env(broken, complaint):
     ("tic_tac_toe", set()),
     ("connect_four", set()),
     ("draughts", {"random_start", "material"}),
+    ("draughts_tactics", {"random_start", "material"}),
 ])
 def test_supports_names_the_optional_methods_a_game_implements(game_id, supported):
     from envs.forced import ForcedMovesPlayed

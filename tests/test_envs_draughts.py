@@ -15,6 +15,7 @@ import pytest
 from reference_draughts import COORDS_OF, SQUARE_OF, RefDraughts
 
 import envs
+from envs.core import random_positions
 from envs.draughts import Draughts, action_to_openspiel, openspiel_to_action
 
 ENV = envs.make("draughts")
@@ -408,3 +409,79 @@ def test_random_starts_are_live_endings_the_reference_agrees_on():
     assert movers == {0, 1} and kings > 100 and men > 100
     again = jax.jit(jax.vmap(ENV.random_start))(jax.random.split(jax.random.PRNGKey(3), 200))
     assert jax.tree.all(jax.tree.map(lambda a, b: bool(jnp.all(a == b)), starts, again))
+
+
+# ---- the "tactics" plane set (`draughts_tactics`) -----------------------------------------------
+
+TACTICS = envs.make("draughts_tactics")
+
+
+def _first_hops(fen: str, side: int) -> tuple[set[int], set[int]]:
+    """(squares of `side`'s pieces with a capture, squares of the pieces they could take), read
+    off the reference's whole moves with `side` to move (captures are mandatory, so when one
+    exists every whole move is a capture)."""
+    _, *parts = fen.split(":")
+    ref = _reference(f"{'BW'[side]}:{':'.join(parts)}", "openspiel", 0)
+    capturers, victims = set(), set()
+    for path in ref._whole_moves():
+        (r0, c0), (r1, c1) = path[0], path[1]
+        if abs(r1 - r0) == 2:
+            capturers.add(SQUARE_OF[(r0, c0)])
+            victims.add(SQUARE_OF[((r0 + r1) // 2, (c0 + c1) // 2)])
+    return capturers, victims
+
+
+def _plane_squares(obs: np.ndarray, plane: int) -> set[int]:
+    return {SQUARE_OF[(int(r), int(c))] for r, c in np.argwhere(obs[..., plane])}
+
+
+def test_tactics_planes_on_a_hand_built_position():
+    # White's man on 18 blocks Black's 9x14 and White's king's 27x23; Black's king takes 27.
+    obs = np.asarray(TACTICS.observe(TACTICS.from_fen("B:W14,15,18,K27:B9,10,K23")))
+    assert obs.shape == (8, 8, 11) and TACTICS.observation_shape == (8, 8, 11)
+    assert [_plane_squares(obs, p) for p in range(7, 11)] == [{10, 23}, {14, 15, 27}, {14, 15},
+                                                             {9, 10}]
+    obs = np.asarray(TACTICS.observe(TACTICS.from_fen("W:W14,15,18,K27:B9,10,K23")))
+    assert [_plane_squares(obs, p) for p in range(7, 11)] == [{14, 15}, {9, 10}, {10, 23},
+                                                             {14, 15, 27}]
+
+
+def test_tactics_planes_are_each_sides_first_capture_hops_per_the_reference():
+    """On random endings and random-game positions, with either side to move: planes 0-6 are
+    the basic observation, and 7-10 each side's capturers and their victims as the plain-Python
+    reference finds them."""
+    keys = jax.random.split(jax.random.PRNGKey(11), 32)
+    endings = jax.jit(jax.vmap(TACTICS.random_start))(keys)
+    games = random_positions(TACTICS, jax.random.PRNGKey(12), 32, 24)
+    observe_tactics, observe_basic = jax.jit(TACTICS.observe), jax.jit(ENV.observe)
+    checked, with_captures = 0, 0
+    for batch in (endings, games):
+        for i in range(32):
+            state = jax.tree.map(lambda x, i=i: x[i], batch)
+            if bool(state.terminated):
+                continue
+            obs = np.asarray(observe_tactics(state))
+            np.testing.assert_array_equal(obs[..., :7], np.asarray(observe_basic(state)))
+            fen, me = TACTICS.to_fen(state), int(state.current_player)
+            mine, theirs = _first_hops(fen, me), _first_hops(fen, 1 - me)
+            got = [_plane_squares(obs, p) for p in range(7, 11)]
+            assert got == [mine[0], mine[1], theirs[0], theirs[1]], fen
+            checked += 1
+            with_captures += bool(mine[0] or theirs[0])
+    assert checked >= 48 and with_captures >= 16
+
+
+def test_tactics_symmetry_is_the_turn_with_colours_swapped():
+    states = random_positions(TACTICS, jax.random.PRNGKey(13), 24, 30)
+    for i in range(24):
+        state = jax.tree.map(lambda x, i=i: x[i], states)
+        jumper = int(state.jumper)
+        turned = TACTICS.from_fen(_turned_fen(TACTICS.to_fen(state)), counter=int(state.counter),
+                                  jumper=None if jumper < 0 else 32 - jumper)
+        sym_obs, _ = TACTICS.symmetries(TACTICS.observe(state), jnp.zeros(170))
+        np.testing.assert_array_equal(np.asarray(TACTICS.observe(turned)), np.asarray(sym_obs[1]))
+
+
+def test_draughts_refuses_an_unknown_plane_set():
+    with pytest.raises(ValueError, match="planes must be one of"):
+        Draughts(planes="everything")
