@@ -224,9 +224,10 @@ def _capture_planes(mine, theirs, kings, player) -> jax.Array:
     """uint32 [2]: the pieces of `player` that could capture now (ignoring which piece must go
     on with a capture) and the pieces of the other side they could take, each as a bitboard."""
     jumps = _jump_words(mine, theirs, kings, player, mine)  # [4], per direction
-    capturers = jumps[0] | jumps[1] | jumps[2] | jumps[3]
+    capturers = functools.reduce(jnp.bitwise_or, list(jumps))
+    # A jump over direction d takes the piece next to its square in d (always one of theirs).
     victims = functools.reduce(jnp.bitwise_or, [_neighbours(jumps[d], d) for d in range(4)])
-    return jnp.stack([capturers, victims & theirs])
+    return jnp.stack([capturers, victims])
 
 
 class Draughts(Env):
