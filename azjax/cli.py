@@ -134,7 +134,11 @@ def evaluate(
              "--oracle DIR reads the oracle files in DIR")] = None,
     games: Annotated[int, typer.Option(
         min=1, help="Arena games per opponent (both colours)")] = 200,
-    simulations: Annotated[int | None, typer.Option(min=1, help="Search simulations")] = None,
+    simulations: Annotated[int | None, typer.Option(
+        min=1, help="The evaluated agent's search simulations (default: its model's)")] = None,
+    against_simulations: Annotated[int | None, typer.Option(
+        min=1, help="Simulations of the agent opponents (--against SPEC); default: each "
+                    "one's own model's, not --simulations")] = None,
     seed: Annotated[int, typer.Option()] = 0,
     oracle_positions: Annotated[int | None, typer.Option(
         help="Score only the first N positions of each oracle set (default: all)")] = None,
@@ -152,13 +156,17 @@ def evaluate(
     if ladder:
         if set_:
             _fail(ValueError("--set applies to one agent, not to a --ladder of snapshots"))
+        if against_simulations is not None:
+            _fail(ValueError("--against-simulations applies to agent opponents, not to a "
+                             "--ladder (its snapshots all search with --simulations)"))
         _ladder(spec, against or [], games, simulations, seed)
         return
     try:
         evaluate_agent(spec, against=against or [], oracle=oracle, games=games,
                        num_simulations=simulations, seed=seed,
                        oracle_positions=oracle_positions, report=typer.echo,
-                       overrides=set_ or [], progress=True)
+                       overrides=set_ or [], progress=True,
+                       opponent_simulations=against_simulations)
     except _user_errors() as error:
         _fail(error)
 

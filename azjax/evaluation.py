@@ -284,11 +284,14 @@ def _in_background(work):
 
 def measure_agent(agent: Any, *, against: list[str], oracle: str | None, games: int,
                   num_simulations: int | None, seed: int, oracle_positions: int | None = None,
-                  report: Callable[[str], None] | None = None, progress: bool = False
+                  report: Callable[[str], None] | None = None, progress: bool = False,
+                  opponent_simulations: int | None = None
                   ) -> tuple[dict[str, Any], list[str]]:
     """Scores a loaded `azjax.Agent`: oracle errors (raw network and greedy search, every
     position of every set, or its first `oracle_positions`) and arenas (both colours) against
-    baselines or other agents.
+    baselines or other agents. An agent opponent searches with `opponent_simulations`, or its
+    own model's default for None (not `num_simulations`, which is the evaluated agent's); the
+    line before its arena says which.
 
     Returns metrics under the training run's keys (`eval/oracle/...`, `eval/vs_<name>/...`) and
     the human-readable lines `azjax eval` prints; `report`, if given, receives each line as soon
@@ -341,18 +344,24 @@ def measure_agent(agent: Any, *, against: list[str], oracle: str | None, games: 
         metrics["eval/oracle/search_error"] = float(np.mean(search_errors))
     me = search_player(agent._search_fn, params, sims)
     opponents = against or (["random", "greedy"] if oracle is None else [])
+    if opponent_simulations is not None and all(map(_is_baseline, opponents)):
+        raise ValueError("opponent simulations apply to agent opponents (a model SPEC); "
+                         f"these are baselines: {opponents} (mcts:N names its own rollouts)")
     if opponents:  # the count of devices is part of what makes an arena's result repeatable
         metrics["eval/arena_devices"] = len(arena_devices(games))
         if (note := arena_split_note(games)) is not None:
             emit(note)
     for name in opponents:
-        if name in ("random", "greedy") or name.startswith("mcts:"):
+        if _is_baseline(name):
             opponent, opening_plies = make_opponent(env, name), 0
         else:
             other = Agent.load(name)
             if other.env.name != env.name:
                 raise ValueError(f"{name} plays {other.env.name}, not {env.name}")
-            opponent = search_player(other._search_fn, other.params, other.num_simulations)
+            other_sims = other.search_simulations(opponent_simulations)
+            metrics[f"eval/vs_{name}/simulations"] = other_sims
+            emit(f"opponent {name}: {other!r}, searching with {other_sims} simulations")
+            opponent = search_player(other._search_fn, other.params, other_sims)
             opening_plies = PAIRED_OPENING_PLIES  # two greedy searches: vary the games
         with _arena_bar(name, games, progress) as tick:
             result = play_arena(env, me, opponent, key=key, num_games=games,
@@ -363,6 +372,10 @@ def measure_agent(agent: Any, *, against: list[str], oracle: str | None, games: 
         emit(f"vs {name:>10}: {result}  (Elo difference "
              f"{elo_difference(result.score):+.0f})")
     return metrics, lines
+
+
+def _is_baseline(name: str) -> bool:
+    return name in ("random", "greedy") or name.startswith("mcts:")
 
 
 @contextlib.contextmanager
@@ -388,10 +401,11 @@ def evaluate_agent(spec: str, *, against: list[str], oracle: str | None, games: 
                    num_simulations: int | None, seed: int,
                    oracle_positions: int | None = None,
                    report: Callable[[str], None] | None = None,
-                   overrides: list[str] | None = None, progress: bool = False) -> list[str]:
+                   overrides: list[str] | None = None, progress: bool = False,
+                   opponent_simulations: int | None = None) -> list[str]:
     """`azjax eval`: arenas against baselines or other agents, and oracle scoring; `overrides`
     (`KEY=VALUE`) change how the evaluated agent searches (`Agent.with_search`); `progress`
-    shows each arena's progress bar."""
+    shows each arena's progress bar; `opponent_simulations` as in `measure_agent`."""
     from azjax.agent import Agent
 
     agent = Agent.load(spec).with_search(overrides or [])
@@ -402,5 +416,5 @@ def evaluate_agent(spec: str, *, against: list[str], oracle: str | None, games: 
     _, lines = measure_agent(agent, against=against, oracle=oracle, games=games,
                              num_simulations=num_simulations, seed=seed,
                              oracle_positions=oracle_positions, report=report,
-                             progress=progress)
+                             progress=progress, opponent_simulations=opponent_simulations)
     return header + lines

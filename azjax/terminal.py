@@ -27,7 +27,7 @@ from azjax.play import (
 )
 from envs.core import jitted_step
 
-__all__ = ["HINTS", "parse_start", "play_terminal"]
+__all__ = ["HINTS", "hints_for", "parse_start", "play_terminal"]
 
 # (name of player 0, name of player 1, how to type a move) per game.
 HINTS = {
@@ -35,11 +35,21 @@ HINTS = {
     "connect_four": ("X", "O", "a column 1-7 (1 = left)"),
     "draughts": ("Black (b)", "White (w)", "PDN such as 9-13, or a whole capture 9x18x27"),
 }
+_GENERIC_HINTS = ("player 0", "player 1", "an action")
 _QUIT = {"q", "quit", "exit"}
 _LIST = {"?", "help", "moves"}
 
 Read = Callable[[str], "str | None"]
 Write = Callable[[str], None]
+
+
+def hints_for(env) -> tuple[str, str, str]:
+    """`HINTS` of the env's game; a variant id such as `draughts_tactics` (the same rules, other
+    observation planes) takes its base game's."""
+    for game in (env.name, env.name.split("_")[0]):
+        if game in HINTS:
+            return HINTS[game]
+    return _GENERIC_HINTS
 
 
 def _stdin_read(prompt: str) -> str | None:
@@ -79,7 +89,7 @@ def _one_game(agent: Agent, *, human: int, simulations: int, start: str, key: ja
               read: Read, write: Write) -> bool:
     """Plays one game; False when the human quit or the input ended."""
     env = agent.env
-    names = HINTS.get(env.name, ("player 0", "player 1", "an action"))
+    names = hints_for(env)
     state = parse_start(env, start) if start else env.init(jax.random.PRNGKey(0))
     write(f"You play {names[human]}, the AI plays {names[1 - human]} with {simulations} "
           f"simulations. Type {names[2]}; '?' lists the legal moves, 'q' quits.")

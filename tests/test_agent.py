@@ -101,6 +101,25 @@ def test_cli_eval_set_overrides_the_search_and_names_bad_keys(tiny_run):
     assert out.exit_code == 2 and "--ladder" in out.output, out.output
 
 
+def test_cli_eval_names_the_simulations_of_an_agent_opponent(tiny_run):
+    """An agent opponent searches at its own model's simulations unless --against-simulations
+    says otherwise (never at --simulations, the evaluated agent's), and the output says which;
+    the option is refused where no opponent is an agent."""
+    run_dir, _ = tiny_run
+    common = ["eval", str(run_dir), "--against", str(run_dir), "--games", "2"]
+    out = RUNNER.invoke(app, common + ["--simulations", "6"])
+    assert out.exit_code == 0, out.output
+    assert "evaluated with 6 simulations" in out.output
+    assert f"opponent {run_dir}: " in out.output and "searching with 4 simulations" in out.output
+    out = RUNNER.invoke(app, common + ["--against-simulations", "3"])
+    assert out.exit_code == 0 and "searching with 3 simulations" in out.output, out.output
+    out = RUNNER.invoke(app, ["eval", str(run_dir), "--against", "mcts:5",
+                              "--against-simulations", "3"])
+    assert out.exit_code == 2 and "apply to agent opponents" in out.output, out.output
+    out = RUNNER.invoke(app, ["eval", str(run_dir), "--ladder", "--against-simulations", "3"])
+    assert out.exit_code == 2 and "--ladder" in out.output, out.output
+
+
 def test_load_errors_name_the_problem(tmp_path):
     with pytest.raises(CheckpointError, match="neither a game id"):
         Agent.load(tmp_path / "nothing-here")

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 import envs
 from azjax.cli import app
 from azjax.play import parse_human_move, top_moves, winner_of
-from azjax.terminal import parse_start
+from azjax.terminal import HINTS, hints_for, parse_start
 
 # The CLI would switch this process's compilation cache to ~/.cache; keep the tests' one.
 RUNNER = CliRunner(env={"AZJAX_COMPILATION_CACHE": str(REPO_ROOT / ".jax_cache")})
@@ -110,3 +110,10 @@ def test_ai_turn_reports_the_first_search_and_its_visits():
     assert int(np.argmax(turn.policy)) == 2
     with pytest.raises(ValueError, match="the game is over"):
         ai_turn(agent, turn.state, jax.random.PRNGKey(0), num_simulations=8)
+
+
+def test_variant_ids_take_their_base_games_hints():
+    """`draughts_tactics` is draughts with more planes: the terminal names its sides and PDN."""
+    assert hints_for(envs.make("draughts_tactics")) == HINTS["draughts"]
+    assert hints_for(envs.make("connect_four")) == HINTS["connect_four"]
+    assert hints_for(envs.make("tic_tac_toe")) == HINTS["tic_tac_toe"]
