@@ -30,6 +30,11 @@ __all__ = ["Evaluator", "arenas_due", "evaluate_agent", "is_perfect", "make_oppo
 PERFECT_RAW_ERROR = 0.01  # the bar: search 0% errors, raw network <= 1%, no arena losses
 
 
+def _is_baseline(name: str) -> bool:
+    """Whether `make_opponent` plays `name` (else it is an agent's spec)."""
+    return name in ("random", "greedy") or name.startswith("mcts:")
+
+
 def make_opponent(env: Env, name: str):
     """A baseline player from its name: random, greedy or mcts:N."""
     if name == "random":
@@ -345,8 +350,8 @@ def measure_agent(agent: Any, *, against: list[str], oracle: str | None, games: 
     me = search_player(agent._search_fn, params, sims)
     opponents = against or (["random", "greedy"] if oracle is None else [])
     if opponent_simulations is not None and all(map(_is_baseline, opponents)):
-        raise ValueError("opponent simulations apply to agent opponents (a model SPEC); "
-                         f"these are baselines: {opponents} (mcts:N names its own rollouts)")
+        raise ValueError("opponent simulations apply to agent opponents (a model SPEC); none "
+                         f"of {opponents} is one (mcts:N names its own rollouts)")
     if opponents:  # the count of devices is part of what makes an arena's result repeatable
         metrics["eval/arena_devices"] = len(arena_devices(games))
         if (note := arena_split_note(games)) is not None:
@@ -372,10 +377,6 @@ def measure_agent(agent: Any, *, against: list[str], oracle: str | None, games: 
         emit(f"vs {name:>10}: {result}  (Elo difference "
              f"{elo_difference(result.score):+.0f})")
     return metrics, lines
-
-
-def _is_baseline(name: str) -> bool:
-    return name in ("random", "greedy") or name.startswith("mcts:")
 
 
 @contextlib.contextmanager

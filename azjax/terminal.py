@@ -45,11 +45,9 @@ Write = Callable[[str], None]
 
 def hints_for(env) -> tuple[str, str, str]:
     """`HINTS` of the env's game; a variant id such as `draughts_tactics` (the same rules, other
-    observation planes) takes its base game's."""
-    for game in (env.name, env.name.split("_")[0]):
-        if game in HINTS:
-            return HINTS[game]
-    return _GENERIC_HINTS
+    observation planes) takes those of the longest game id it extends with `_...`."""
+    games = [game for game in HINTS if env.name == game or env.name.startswith(game + "_")]
+    return HINTS[max(games, key=len)] if games else _GENERIC_HINTS
 
 
 def _stdin_read(prompt: str) -> str | None:
