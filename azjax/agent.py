@@ -53,7 +53,7 @@ def resolve_model_dir(spec: str | Path) -> Path:
         snapshots = snapshot_dirs(path)
         if not snapshots:
             raise CheckpointError(f"run dir {path} has no snapshots yet (one is written at "
-                                  "every evaluation)")
+                                  "every evaluation and where a signal stops the run)")
         return snapshots[-1]
     if str(spec) in envs.available() and not path.exists():
         shipped = MODELS_DIR / str(spec)

@@ -3,7 +3,8 @@
 Layout of a run dir::
 
     run_dir/checkpoints/<iteration>/   orbax: the whole RunState + meta (config, wall_s, ...)
-    run_dir/snapshots/<iteration>/     params.msgpack + model.json, one per evaluation, kept
+    run_dir/snapshots/<iteration>/     params.msgpack + model.json, one per evaluation (and one
+                                       unevaluated where a signal stopped the run), kept
     run_dir/metrics.jsonl, events.*, curves.png, config.yaml
 
 Checkpoints are written synchronously and atomically (orbax writes a temporary directory and

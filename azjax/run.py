@@ -402,6 +402,16 @@ def train(config: ExperimentConfig, run_dir: str | Path, *, show_progress: bool 
             _advance(bar, record["wall_s"] if by_wall else iteration)
         if checkpointer.latest_iteration() != iteration:
             save(state)
+        if stop.signal_name is not None and is_main and iteration > 0 and not (
+                run_dir / "snapshots" / str(iteration) / "model.json").is_file():
+            # A signal stops the run between evaluations: its last iteration still gets a
+            # snapshot (not evaluated, to stop promptly), so "the last snapshot" that
+            # `azjax export` and `Agent.load` take is the last iteration trained.
+            save_model(run_dir / "snapshots" / str(iteration), host_params(state.train.params),
+                       config, {"iteration": iteration, "wall_s": wall_s(),
+                                "positions": iteration * positions_per_iteration, "eval": {},
+                                "time_to_perfect_s": time_to_perfect,
+                                "stopped_by": stop.signal_name})
     except Exception as error:
         # An error between iterations (an evaluation, a snapshot, a plot) keeps the iterations
         # done since the last checkpoint. Not after a NaN loss (the last good checkpoint is the

@@ -365,12 +365,13 @@ def test_sigkill_then_the_same_command_resumes(tmp_path):
 
 
 def test_sigint_stops_after_the_iteration_with_a_checkpoint(tmp_path):
-    """Ctrl-C (or SIGTERM) finishes the current iteration, checkpoints it and returns (resuming
-    from a checkpoint is tested above)."""
+    """Ctrl-C (or SIGTERM) finishes the current iteration, checkpoints and snapshots it and
+    returns (resuming from a checkpoint is tested above)."""
     import threading
 
     config = _with_budget(dataclasses.replace(
-        CONFIG, checkpoint=CheckpointConfig(every_iterations=100, keep=2)), 200)
+        CONFIG, checkpoint=CheckpointConfig(every_iterations=100, keep=2),
+        eval=dataclasses.replace(CONFIG.eval, every_iterations=100)), 200)
     metrics = tmp_path / "metrics.jsonl"
 
     def interrupt_after_first_iteration():
@@ -391,6 +392,11 @@ def test_sigint_stops_after_the_iteration_with_a_checkpoint(tmp_path):
     checkpointer = RunCheckpointer(tmp_path, keep=2)
     assert checkpointer.latest_iteration() == result.iterations  # saved despite every=100
     checkpointer.close()
+    # and snapshotted, unevaluated, between evaluations (the first is due at iteration 100)
+    snapshot = json.loads((tmp_path / "snapshots" / str(result.iterations) / "model.json")
+                          .read_text())
+    assert snapshot["iteration"] == result.iterations and snapshot["eval"] == {}
+    assert snapshot["stopped_by"] == "SIGINT"
     end = json.loads(metrics.read_text().splitlines()[-1])
     assert end["event"] == "end" and end["stopped_by"] == "SIGINT"
 
