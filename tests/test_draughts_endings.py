@@ -1,0 +1,92 @@
+"""The exact king-ending table of experiments/draughts_ending_values.py: its moves against the
+plain-Python reference rules, its backward solve against a direct minimax, and known values."""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import itertools
+import random
+
+from conftest import REPO_ROOT
+from reference_draughts import SQUARE_OF, RefDraughts
+
+_SPEC = importlib.util.spec_from_file_location(
+    "draughts_ending_values", REPO_ROOT / "experiments" / "draughts_ending_values.py")
+endings = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(endings)
+WIN, DRAW, LOSS = endings.WIN, endings.DRAW, endings.LOSS
+
+
+def _reference_results(mover: frozenset, other: frozenset) -> set:
+    """(mover's squares, other's squares) after each whole move the reference finds for
+    Black's kings on `mover` against White's on `other` (0-based squares)."""
+    pieces = {s + 1: "B" for s in mover} | {s + 1: "W" for s in other}
+    game = RefDraughts.from_position(pieces, to_move=0)
+    results = set()
+    for path in game.moves:
+        taken = {SQUARE_OF[((a[0] + b[0]) // 2, (a[1] + b[1]) // 2)] - 1
+                 for a, b in itertools.pairwise(path) if abs(a[0] - b[0]) == 2}
+        start, end = SQUARE_OF[path[0]] - 1, SQUARE_OF[path[-1]] - 1
+        results.add(((mover - {start}) | {end}, other - taken))
+    return results
+
+
+def test_ending_moves_match_the_reference_rules():
+    """Quiet moves and whole capture sequences (multi-jumps included) of 2-8 kings in all."""
+    rng = random.Random(0)
+    captures_seen = multi_jumps = 0
+    for _ in range(1000):
+        squares = rng.sample(range(32), rng.randint(2, 8))
+        cut = rng.randint(1, len(squares) - 1)
+        mover, other = frozenset(squares[:cut]), frozenset(squares[cut:])
+        captures = endings._captures(mover, other)
+        ours = set(captures) if captures else {(m, other)
+                                               for m in endings._quiet_moves(mover, other)}
+        assert ours == _reference_results(mover, other), (sorted(mover), sorted(other))
+        captures_seen += bool(captures)
+        multi_jumps += any(len(other) - len(o) > 1 for _, o in captures)
+    assert captures_seen > 200 and multi_jumps > 20  # the positions exercised both
+
+
+def _minimax(draw_limit: int):
+    """The same values by plain memoized recursion over (mover, other, counter)."""
+
+    @functools.cache
+    def value(mover: frozenset, other: frozenset, counter: int) -> int:
+        captures = endings._captures(mover, other)
+        if captures:
+            return max(WIN if not o else -value(o, m, 0) for m, o in captures)
+        quiet = endings._quiet_moves(mover, other)
+        if not quiet:
+            return LOSS
+        return max(DRAW if counter + 1 >= draw_limit else -value(other, m, counter + 1)
+                   for m in quiet)
+
+    return value
+
+
+def test_backward_solve_matches_a_direct_minimax():
+    """Two kings against one (and the king against king it captures down to) with a short
+    draw limit, and king against king with the real one."""
+    short = endings.solve(((2, 1),), draw_limit=4)
+    value = _minimax(4)
+    for ending in ((2, 1), (1, 2), (1, 1)):
+        table = short[ending]
+        assert all(value(m, o, 0) == v for (m, o), v in table.items()), ending
+    assert {v for v in short[(2, 1)].values()} == {WIN, DRAW}  # 4 actions: not all won
+    value = _minimax(endings.DRAW_LIMIT)
+    table = endings.solve(((1, 1),))[(1, 1)]
+    assert all(value(m, o, 0) == v for (m, o), v in table.items())
+
+
+def test_known_king_endings():
+    tables = endings.solve(((2, 1),))
+    # Session 42's traced loss: White's king on 17 against Black's on 10, White to move.
+    assert tables[(1, 1)][(frozenset({16}), frozenset({9}))] == LOSS
+    # A king in the double corner (1/5) cannot be caught by one king: drawn.
+    assert tables[(1, 1)][(frozenset({0}), frozenset({17}))] == DRAW
+    # Two kings beat one from nearly every quiet placement inside the 40 actions.
+    placements, exact = endings.quiet_placements(tables[(2, 1)])
+    assert len(placements) == 12864 and (exact == WIN).mean() > 0.99
+    assert not (exact == LOSS).any()
