@@ -190,4 +190,7 @@ def _card(config, extra: dict, storage_dtype: str = "float32") -> str:
         lines.append("")
     for key, value in sorted(evaluation.items()):
         lines.append(f"- {key}: {value}")
+    if not evaluation and not sets:  # e.g. the snapshot a Ctrl-C stop writes
+        lines.append("- none: this snapshot was not evaluated (`azjax export --against ...` "
+                     "measures it)")
     return "\n".join(lines) + "\n"

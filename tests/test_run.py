@@ -372,7 +372,8 @@ def test_sigint_stops_after_the_iteration_with_a_checkpoint(tmp_path):
     config = _with_budget(dataclasses.replace(
         CONFIG, checkpoint=CheckpointConfig(every_iterations=100, keep=2),
         eval=dataclasses.replace(CONFIG.eval, every_iterations=100)), 200)
-    metrics = tmp_path / "metrics.jsonl"
+    run_dir = tmp_path / "run"
+    metrics = run_dir / "metrics.jsonl"
 
     def interrupt_after_first_iteration():
         deadline = time.time() + 180
@@ -384,19 +385,23 @@ def test_sigint_stops_after_the_iteration_with_a_checkpoint(tmp_path):
 
     before = signal.getsignal(signal.SIGINT)  # SIG_IGN when pytest runs as a background job
     threading.Thread(target=interrupt_after_first_iteration, daemon=True).start()
-    result = train(config, tmp_path, show_progress=False)
+    result = train(config, run_dir, show_progress=False)
     assert result.stopped_by == "SIGINT" and 1 <= result.iterations < 200
     assert signal.getsignal(signal.SIGINT) is before  # handler restored
     from azjax.checkpoint import RunCheckpointer
 
-    checkpointer = RunCheckpointer(tmp_path, keep=2)
+    checkpointer = RunCheckpointer(run_dir, keep=2)
     assert checkpointer.latest_iteration() == result.iterations  # saved despite every=100
     checkpointer.close()
     # and snapshotted, unevaluated, between evaluations (the first is due at iteration 100)
-    snapshot = json.loads((tmp_path / "snapshots" / str(result.iterations) / "model.json")
+    snapshot = json.loads((run_dir / "snapshots" / str(result.iterations) / "model.json")
                           .read_text())
     assert snapshot["iteration"] == result.iterations and snapshot["eval"] == {}
     assert snapshot["stopped_by"] == "SIGINT"
+    from azjax.export import export_model
+
+    card = (export_model(run_dir, None, tmp_path / "exported") / "MODEL_CARD.md").read_text()
+    assert f"iteration {result.iterations}," in card and "not evaluated" in card
     end = json.loads(metrics.read_text().splitlines()[-1])
     assert end["event"] == "end" and end["stopped_by"] == "SIGINT"
 
