@@ -53,7 +53,8 @@ def resolve_model_dir(spec: str | Path) -> Path:
         snapshots = snapshot_dirs(path)
         if not snapshots:
             raise CheckpointError(f"run dir {path} has no snapshots yet (one is written at "
-                                  "every evaluation and where a signal stops the run)")
+                                  "every evaluation, and where Ctrl-C stops the run after an "
+                                  "iteration)")
         return snapshots[-1]
     if str(spec) in envs.available() and not path.exists():
         shipped = MODELS_DIR / str(spec)

@@ -190,7 +190,8 @@ def _card(config, extra: dict, storage_dtype: str = "float32") -> str:
         lines.append("")
     for key, value in sorted(evaluation.items()):
         lines.append(f"- {key}: {value}")
-    if not evaluation and not sets:  # e.g. the snapshot a Ctrl-C stop writes
-        lines.append("- none: this snapshot was not evaluated (`azjax export --against ...` "
-                     "measures it)")
+    if extra.get("stopped_by") and measured_at != "export":
+        lines.append(f"Not evaluated: {extra['stopped_by']} stopped the run after this "
+                     "iteration, between evaluations. `azjax export --against SPEC` (or "
+                     "`--oracle`) measures it.")
     return "\n".join(lines) + "\n"

@@ -314,6 +314,7 @@ def train(config: ExperimentConfig, run_dir: str | Path, *, show_progress: bool 
                         enabled=show_progress and is_main, desc=f"train {config.game}")
     plotter = _BackgroundPlotter()
     last_record: dict[str, Any] = {}
+    snapshotted = iteration  # the last iteration snapshotted here, or the one resumed from
     stop_early = False  # the perfect-play bar met with budget.stop_when_perfect
     budget_spent = not _agreed(_budget_left(config, iteration, wall_s()))
     stop = _StopRequests()
@@ -379,6 +380,7 @@ def train(config: ExperimentConfig, run_dir: str | Path, *, show_progress: bool 
                 if perfect and time_to_perfect is None:
                     time_to_perfect = record["wall_s"]
                     record["time_to_perfect_s"] = time_to_perfect
+                snapshotted = iteration
                 if is_main:
                     save_model(run_dir / "snapshots" / str(iteration),
                                host_params(state.train.params), config,
@@ -402,16 +404,21 @@ def train(config: ExperimentConfig, run_dir: str | Path, *, show_progress: bool 
             _advance(bar, record["wall_s"] if by_wall else iteration)
         if checkpointer.latest_iteration() != iteration:
             save(state)
-        if stop.signal_name is not None and is_main and iteration > 0 and not (
-                run_dir / "snapshots" / str(iteration) / "model.json").is_file():
-            # A signal stops the run between evaluations: its last iteration still gets a
-            # snapshot (not evaluated, to stop promptly), so "the last snapshot" that
-            # `azjax export` and `Agent.load` take is the last iteration trained.
-            save_model(run_dir / "snapshots" / str(iteration), host_params(state.train.params),
-                       config, {"iteration": iteration, "wall_s": wall_s(),
-                                "positions": iteration * positions_per_iteration, "eval": {},
-                                "time_to_perfect_s": time_to_perfect,
-                                "stopped_by": stop.signal_name})
+        if stop.signal_name is not None and is_main and snapshotted != iteration:
+            # A signal stops the run between evaluations: the last iteration it trained still
+            # gets a snapshot (not evaluated, to stop promptly), so "the last snapshot" that
+            # `azjax export` and `Agent.load` take is the last iteration trained. (One left
+            # by an abandoned branch of the run at this iteration is replaced.)
+            try:
+                save_model(run_dir / "snapshots" / str(iteration),
+                           host_params(state.train.params), config,
+                           {"iteration": iteration,
+                            "wall_s": last_record.get("wall_s", wall_offset),
+                            "positions": iteration * positions_per_iteration, "eval": {},
+                            "time_to_perfect_s": time_to_perfect,
+                            "stopped_by": stop.signal_name})
+            except Exception as error:  # the checkpoint is saved: stop cleanly all the same
+                tqdm.write(f"could not write the snapshot of iteration {iteration}: {error}")
     except Exception as error:
         # An error between iterations (an evaluation, a snapshot, a plot) keeps the iterations
         # done since the last checkpoint. Not after a NaN loss (the last good checkpoint is the

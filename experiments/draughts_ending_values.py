@@ -21,6 +21,7 @@ takes ~15 s, each agent ~20 s more (2-core EPYC).
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
 
 import jax
@@ -30,6 +31,10 @@ import numpy as np
 DRAW_LIMIT = 40  # OpenSpiel's rule: 40 consecutive actions without a capture draw the game
 WIN, DRAW, LOSS = 1, 0, -1
 ENDINGS = ((1, 1), (2, 1), (1, 2), (2, 2))  # (the mover's kings, the other side's)
+
+
+# The rules below are written apart from envs/draughts.py on purpose, as the reference rules in
+# tests/ are: the table is ground truth for the env's networks, and is tested against both.
 
 
 def _square(row: int, col: int) -> int | None:
@@ -143,10 +148,9 @@ def solve(endings=ENDINGS, draw_limit: int = DRAW_LIMIT
     return tables
 
 
-def network_values(agent, placements, mover: int) -> np.ndarray:
-    """float32 [N]: the raw network's value for the player to move, counter 0, of placements
-    given as (mover's squares, other's squares), all kings; the mover is player `mover`."""
-    env = agent.env
+def ending_states(env, placements, mover: int):
+    """Batched env State [N]: the placements, given as (mover's squares, other's squares), as
+    positions of all kings with player `mover` to move, counter 0, no capture in progress."""
 
     def bits(squares):
         return sum(1 << s for s in squares)
@@ -155,11 +159,14 @@ def network_values(agent, placements, mover: int) -> np.ndarray:
     opp = np.array([bits(o) for _, o in placements], np.uint32)
     black, white = (own, opp) if mover == 0 else (opp, own)
     pieces = jnp.asarray(np.stack([black, white], axis=1))
+    return _states_fn(env, mover)(pieces)
+
+
+@functools.cache
+def _states_fn(env, mover: int):
     # `_state` is the env's own position constructor (`from_fen` calls it one at a time).
-    states = jax.jit(jax.vmap(lambda p: env._state(p, p[0] | p[1], jnp.int32(mover),
-                                                   jnp.int8(-1), jnp.int8(0))))(pieces)
-    _, values = agent.evaluate(states)
-    return np.asarray(values)
+    return jax.jit(jax.vmap(lambda p: env._state(p, p[0] | p[1], jnp.int32(mover),
+                                                 jnp.int8(-1), jnp.int8(0))))
 
 
 def quiet_placements(table: dict) -> tuple[list, np.ndarray]:
@@ -182,15 +189,21 @@ def main() -> None:
     parser.add_argument("agents", nargs="+", help="game id, run dir or snapshot dir")
     args = parser.parse_args()
     tables = solve()
+    quiet = {ending: quiet_placements(tables[ending]) for ending in ENDINGS}
     print("| agent | kings (mover's first) | placements | win / draw / loss | mean value "
           "(wins / draws / losses) | on the right side (wins / draws / losses) |")
     print("|---|---|---:|---|---|---:|")
     for spec in args.agents:
         agent = Agent.load(spec)
+        if agent.env.draw_limit != DRAW_LIMIT:
+            raise SystemExit(f"{spec} plays to a draw limit of {agent.env.draw_limit} actions; "
+                             f"the table is solved for {DRAW_LIMIT}")
         for ending in ENDINGS:
-            placements, exact = quiet_placements(tables[ending])
+            placements, exact = quiet[ending]
             # Both colours to move: the table is colour-blind, the network is not.
-            v = np.concatenate([network_values(agent, placements, mover) for mover in (0, 1)])
+            v = np.concatenate([np.asarray(agent.evaluate(ending_states(agent.env, placements,
+                                                                        mover))[1])
+                                for mover in (0, 1)])
             truth = np.concatenate([exact, exact])
             right = np.where(truth == WIN, v > 0.25, np.where(truth == LOSS, v < -0.25,
                                                                np.abs(v) <= 0.25))

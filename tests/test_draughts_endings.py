@@ -1,15 +1,21 @@
-"""The exact king-ending table of experiments/draughts_ending_values.py: its moves against the
-plain-Python reference rules, its backward solve against a direct minimax, and known values."""
+"""The exact king-ending table of experiments/draughts_ending_values.py: its moves and values
+against the plain-Python reference rules, its backward solve against a direct minimax, known
+values, and the env positions it hands the networks."""
 
 from __future__ import annotations
 
+import copy
 import functools
 import importlib.util
 import itertools
 import random
 
+import jax
+import numpy as np
 from conftest import REPO_ROOT
 from reference_draughts import SQUARE_OF, RefDraughts
+
+import envs
 
 _SPEC = importlib.util.spec_from_file_location(
     "draughts_ending_values", REPO_ROOT / "experiments" / "draughts_ending_values.py")
@@ -90,3 +96,57 @@ def test_known_king_endings():
     placements, exact = endings.quiet_placements(tables[(2, 1)])
     assert len(placements) == 12864 and (exact == WIN).mean() > 0.99
     assert not (exact == LOSS).any()
+
+
+def _reference_minimax(draw_limit: int):
+    """King against king solved by playing the reference rules themselves (their moves, their
+    counter, their end of game), one whole move at a time."""
+
+    @functools.cache
+    def value(pieces: frozenset, to_move: int, count: int) -> int:
+        game = RefDraughts.from_position(dict(pieces), to_move, count=count)
+        game.limit = draw_limit
+        if not game.moves:
+            return LOSS
+        best = LOSS
+        for path in game.moves:
+            after = copy.deepcopy(game)
+            for a, b in itertools.pairwise(path):
+                after.play(f"{SQUARE_OF[a]}{'x' if abs(a[0] - b[0]) == 2 else '-'}{SQUARE_OF[b]}")
+            if after.over:
+                outcome = DRAW if after.winner is None else (WIN if after.winner == to_move
+                                                             else LOSS)
+            else:
+                left = frozenset((SQUARE_OF[(r, c)], letter)
+                                 for r, row in enumerate(after.board_rows())
+                                 for c, letter in enumerate(row) if letter)
+                outcome = -value(left, after.to_move, after.count)
+            best = max(best, outcome)
+        return best
+
+    return value
+
+
+def test_king_against_king_matches_the_reference_rules_played_out():
+    limit = 6
+    table = endings.solve(((1, 1),), draw_limit=limit)[(1, 1)]
+    value = _reference_minimax(limit)
+    outcomes = set()
+    for (mover, other), v in table.items():
+        pieces = frozenset({(next(iter(mover)) + 1, "B"), (next(iter(other)) + 1, "W")})
+        assert value(pieces, 0, 0) == v, (sorted(mover), sorted(other))
+        outcomes.add(v)
+    assert outcomes == {WIN, DRAW, LOSS}
+
+
+def test_ending_states_are_the_positions_the_fen_names():
+    env = envs.make("draughts")
+    cases = [("W:WK17:BK10", 1, (frozenset({16}), frozenset({9}))),
+             ("B:WK1,K30:BK5,K18", 0, (frozenset({4, 17}), frozenset({0, 29})))]
+    for fen, mover, placement in cases:
+        ours = endings.ending_states(env, [placement], mover)
+        expected = env.from_fen(fen)
+        for (path, leaf), want in zip(jax.tree_util.tree_flatten_with_path(ours)[0],
+                                      jax.tree.leaves(expected), strict=True):
+            np.testing.assert_array_equal(np.asarray(leaf)[0], np.asarray(want),
+                                          err_msg=f"{fen}: {jax.tree_util.keystr(path)}")

@@ -401,7 +401,7 @@ def test_sigint_stops_after_the_iteration_with_a_checkpoint(tmp_path):
     from azjax.export import export_model
 
     card = (export_model(run_dir, None, tmp_path / "exported") / "MODEL_CARD.md").read_text()
-    assert f"iteration {result.iterations}," in card and "not evaluated" in card
+    assert f"iteration {result.iterations}," in card and "Not evaluated: SIGINT stopped" in card
     end = json.loads(metrics.read_text().splitlines()[-1])
     assert end["event"] == "end" and end["stopped_by"] == "SIGINT"
 
