@@ -288,6 +288,15 @@ def train(config: ExperimentConfig, run_dir: str | Path, *, show_progress: bool 
                 "seed": config.seed, "game": config.game}
         checkpointer.save(int(run_state.iteration), run_state, meta)
 
+    def snapshot(run_state: RunState, record: dict[str, Any], eval_metrics: dict[str, Any],
+                 **more: Any) -> None:
+        """The params of `record`'s iteration as a self-contained model in snapshots/."""
+        save_model(run_dir / "snapshots" / str(record["iteration"]),
+                   host_params(run_state.train.params), config,
+                   {"iteration": record["iteration"], "wall_s": record["wall_s"],
+                    "positions": record["positions"], "eval": eval_metrics,
+                    "time_to_perfect_s": time_to_perfect, **more})
+
     layout = mesh_description(mesh)
     if is_main:
         ways = f"{layout['devices']} way(s)"
@@ -382,11 +391,7 @@ def train(config: ExperimentConfig, run_dir: str | Path, *, show_progress: bool 
                     record["time_to_perfect_s"] = time_to_perfect
                 snapshotted = iteration
                 if is_main:
-                    save_model(run_dir / "snapshots" / str(iteration),
-                               host_params(state.train.params), config,
-                               {"iteration": iteration, "wall_s": record["wall_s"],
-                                "positions": record["positions"], "eval": eval_metrics,
-                                "time_to_perfect_s": time_to_perfect})
+                    snapshot(state, record, eval_metrics)
                     bar.write(evaluator.summary_line(iteration, record))
                 # An evaluation after which the next iteration no longer fits ends the run:
                 # its iteration has just been evaluated and snapshotted.
@@ -409,14 +414,8 @@ def train(config: ExperimentConfig, run_dir: str | Path, *, show_progress: bool 
             # gets a snapshot (not evaluated, to stop promptly), so "the last snapshot" that
             # `azjax export` and `Agent.load` take is the last iteration trained. (One left
             # by an abandoned branch of the run at this iteration is replaced.)
-            try:
-                save_model(run_dir / "snapshots" / str(iteration),
-                           host_params(state.train.params), config,
-                           {"iteration": iteration,
-                            "wall_s": last_record.get("wall_s", wall_offset),
-                            "positions": iteration * positions_per_iteration, "eval": {},
-                            "time_to_perfect_s": time_to_perfect,
-                            "stopped_by": stop.signal_name})
+            try:  # last_record is that iteration's: this segment trained it
+                snapshot(state, last_record, {}, stopped_by=stop.signal_name)
             except Exception as error:  # the checkpoint is saved: stop cleanly all the same
                 tqdm.write(f"could not write the snapshot of iteration {iteration}: {error}")
     except Exception as error:
