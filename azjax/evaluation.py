@@ -9,6 +9,7 @@ params are an argument, so the call compiles once per run, not once per evaluati
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -390,7 +391,10 @@ def _arena_bar(name: str, games: int,
         return
     from tqdm.auto import tqdm
 
-    with tqdm(total=games, desc=f"vs {name}", unit="game", leave=False, mininterval=1.0) as bar:
+    # On a terminal the finished bar is cleared; in a log it stays on its own line, so that the
+    # result printed next starts a line of its own (not after the bar's last carriage return).
+    with tqdm(total=games, desc=f"vs {name}", unit="game", leave=not sys.stderr.isatty(),
+              mininterval=1.0) as bar:
         def tick(finished: int, plies: int) -> None:
             bar.set_postfix_str(f"ply {plies}", refresh=False)
             bar.update(finished - bar.n)

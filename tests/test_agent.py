@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import io
 import json
 import shutil
+import sys
 
 import jax
 import jax.numpy as jnp
@@ -16,7 +18,7 @@ from azjax import Agent
 from azjax.agent import states_from_moves
 from azjax.checkpoint import CheckpointError
 from azjax.cli import app
-from azjax.evaluation import measure_agent
+from azjax.evaluation import _arena_bar, measure_agent
 
 RUNNER = CliRunner()
 
@@ -99,6 +101,25 @@ def test_cli_eval_set_overrides_the_search_and_names_bad_keys(tiny_run):
     assert out.exit_code == 2 and "search.nonsense" in out.output, out.output
     out = RUNNER.invoke(app, ["eval", str(run_dir), "--ladder", "--set", "search.algorithm=puct"])
     assert out.exit_code == 2 and "--ladder" in out.output, out.output
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize("stream, kept", [(io.StringIO, True), (_Terminal, False)])
+def test_a_finished_arena_bar_ends_its_line_in_a_log_and_is_cleared_on_a_terminal(
+        monkeypatch, stream, kept):
+    """`azjax eval 2>&1 | tee log` must not glue the result line to the bar's last carriage
+    return; on a terminal the bar goes away."""
+    err = stream()
+    monkeypatch.setattr(sys, "stderr", err)
+    with _arena_bar("mcts:5", 2, True) as tick:
+        tick(2, 9)
+    written = err.getvalue()
+    assert written.endswith("\n" if kept else "\r"), repr(written)
+    assert ("2/2" in written.split("\r")[-1]) == kept, repr(written)
 
 
 def test_cli_eval_names_the_simulations_of_an_agent_opponent(tiny_run):
