@@ -143,8 +143,9 @@ def open_run(run_dir: Path, requested: ExperimentConfig):
     diffs = _config_differences(saved, requested)
     if diffs:
         raise ConfigError(f"{run_dir} was started with another config; only budget.*, "
-                          f"checkpoint.*, eval.* (but gating) and train.lr_decay_steps may "
-                          f"change on resume. Differences: {'; '.join(diffs)}")
+                          f"checkpoint.*, eval.* (but gating), train.lr_decay_steps and "
+                          f"train.updates_per_call may change on resume. Differences: "
+                          f"{'; '.join(diffs)}")
     changed = _config_differences(saved, requested, free=True)
     return _resumed_config(saved, requested), {**meta, "iteration": latest, "changed": changed}
 
