@@ -106,6 +106,14 @@ class SearchConfig:
     # mean policy mapped back onto the position's actions. The same network, less of its
     # noise, for S times the network's work per evaluation (`azjax.search`).
     symmetry_average: bool = False
+    # Not an mctx argument: how gumbel picks the move of a search without noise (evaluation
+    # and play; self-play keeps its own rule). "policy": the argmax of the improved
+    # policy (mctx's action_weights, the policy target) over every legal move. "halving": mctx's
+    # own action at gumbel_scale 0, the best by prior logit + transformed Q among the most
+    # visited moves, i.e. sequential halving's survivor, as Gumbel MuZero plays; a move dropped
+    # early, whose Q rests on few visits, cannot then be chosen. Puct plays the most visited
+    # move either way.
+    greedy_action: Literal["policy", "halving"] = "policy"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -368,6 +376,8 @@ def _validate(config: ExperimentConfig) -> None:
     _require(0.0 <= search.material_utility <= 1.0, "search.material_utility", "in [0, 1]")
     _require(not search.material_utility or net.material_head, "search.material_utility",
              "needs network.material_head (the search reads its prediction)")
+    _require(search.greedy_action == "policy" or search.algorithm == "gumbel",
+             "search.greedy_action", "'halving' is gumbel's (puct plays the most visited move)")
     _require(play.batch_size >= 1, "selfplay.batch_size", "must be >= 1")
     _require(play.chunk_length >= 0, "selfplay.chunk_length", "must be >= 0")
     _require(play.max_game_length >= 0, "selfplay.max_game_length", "must be >= 0")

@@ -14,6 +14,7 @@ part of the game as trained. `SearchConfig.material_utility` > 0 makes it maximi
 plus that weight times the final material difference (KataGo's score utility, with material as
 the score), reading the network's material head. `SearchConfig.symmetry_average` evaluates each
 position in all of the game's symmetric copies and averages them (`symmetry_averaged_apply`).
+`SearchConfig.greedy_action` chooses between two greedy gumbel moves (see its comment).
 """
 
 from __future__ import annotations
@@ -267,7 +268,10 @@ def make_search(env: Env, apply_fn: ApplyFn, config: SearchConfig):
                 pb_c_base=config.pb_c_base,
             )
         policy = out.action_weights
-        action = out.action if noise else jnp.argmax(policy, axis=-1).astype(jnp.int32)
+        # mctx's gumbel action is sequential halving's survivor; puct's samples the visits.
+        survivor = config.algorithm == "gumbel" and config.greedy_action == "halving"
+        action = out.action if noise or survivor else jnp.argmax(policy, axis=-1).astype(
+            jnp.int32)
         return SearchOutput(
             action=action.astype(jnp.int32),
             policy=policy,

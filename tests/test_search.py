@@ -137,6 +137,30 @@ def test_contempt_scores_draws_against_the_root_player(algorithm):
         np.testing.assert_allclose(out.prior_value, [0.0, 0.0], atol=1e-6)  # the raw network
 
 
+def test_gumbel_greedy_action_halving_plays_sequential_halvings_survivor():
+    """"halving" plays mctx's own gumbel action (a most visited move); "policy" the argmax of
+    the improved policy over every move. The tree is the same; on a random network the two
+    rules pick different moves in some positions."""
+    variables = init_network(NET, TTT.num_actions, TTT.observation_shape, jax.random.PRNGKey(3))
+    _, apply = make_network(NET, TTT.num_actions)
+    openings = [[a, b] for a in range(9) for b in range(9) if a != b]
+    states = _batch(TTT, openings)
+    outputs = {}
+    for rule in ("policy", "halving"):
+        config = SearchConfig(num_simulations=12, max_num_considered_actions=4,
+                              greedy_action=rule)
+        search = jax.jit(functools.partial(make_search(TTT, apply, config), noise=False))
+        outputs[rule] = jax.tree.map(np.asarray, search(variables, jax.random.PRNGKey(0), states))
+    by_policy, by_halving = outputs["policy"], outputs["halving"]
+    np.testing.assert_array_equal(by_policy.visit_counts, by_halving.visit_counts)
+    np.testing.assert_allclose(by_policy.policy, by_halving.policy)
+    rows = np.arange(len(openings))
+    np.testing.assert_array_equal(by_policy.action, by_policy.policy.argmax(-1))
+    visits = by_halving.visit_counts
+    assert (visits[rows, by_halving.action] == visits.max(-1)).all()
+    assert (by_policy.action != by_halving.action).any()
+
+
 def test_illegal_actions_get_no_search_weight():
     states = _batch(TTT, [[0, 4, 8, 2]])
     out = _search(TTT, "gumbel", 16)(_uniform_variables(TTT), jax.random.PRNGKey(5), states)
