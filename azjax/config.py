@@ -114,6 +114,12 @@ class SearchConfig:
     # early, whose Q rests on few visits, cannot then be chosen. Puct plays the most visited
     # move either way.
     greedy_action: Literal["policy", "halving"] = "policy"
+    # Not an mctx argument: the search divides the network's policy logits by this at every
+    # node it expands (root included), i.e. searches with the prior p^(1/T), renormalised. T > 1
+    # spreads the visits over moves the network rates unlikely (Leela Chess plays with ~1.6),
+    # so a reply the policy missed (a sacrifice leading to a multi-jump) still gets searched.
+    # 1 = the network's own prior, as trained.
+    prior_temperature: float = 1.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -376,6 +382,7 @@ def _validate(config: ExperimentConfig) -> None:
     _require(0.0 <= search.material_utility <= 1.0, "search.material_utility", "in [0, 1]")
     _require(not search.material_utility or net.material_head, "search.material_utility",
              "needs network.material_head (the search reads its prediction)")
+    _require(search.prior_temperature > 0, "search.prior_temperature", "must be > 0")
     _require(search.greedy_action == "policy" or search.algorithm == "gumbel",
              "search.greedy_action", "'halving' is gumbel's (puct plays the most visited move)")
     _require(play.batch_size >= 1, "selfplay.batch_size", "must be >= 1")

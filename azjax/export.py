@@ -57,7 +57,8 @@ def export_model(run_dir: str | Path, snapshot: str | None, to: str | Path, *,
         "search": {"algorithm": config.search.algorithm, "contempt": config.search.contempt,
                    "material_utility": config.search.material_utility,
                    "symmetry_average": config.search.symmetry_average,
-                   "greedy_action": config.search.greedy_action},
+                   "greedy_action": config.search.greedy_action,
+                   "prior_temperature": config.search.prior_temperature},
         "seed": config.seed,
         "num_params": sum(int(leaf.size) for leaf in jax.tree.leaves(params)),
         # Self-play searches: one per position, each with the training search's simulations.
@@ -160,7 +161,9 @@ def _card(config, extra: dict, storage_dtype: str = "float32") -> str:
         + (", each evaluation averaged over the game's symmetric copies"
            if config.search.symmetry_average else "")
         + (", greedy move: sequential halving's survivor"
-           if config.search.greedy_action == "halving" else ""),
+           if config.search.greedy_action == "halving" else "")
+        + (f", prior temperature {config.search.prior_temperature}"
+           if config.search.prior_temperature != 1.0 else ""),
         f"- trained: iteration {extra.get('iteration')}, wall_s {extra.get('wall_s', 0):.1f}, "
         f"{extra.get('positions')} self-play positions searched with "
         f"{config.search.num_simulations} simulations each "

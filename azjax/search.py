@@ -14,7 +14,9 @@ part of the game as trained. `SearchConfig.material_utility` > 0 makes it maximi
 plus that weight times the final material difference (KataGo's score utility, with material as
 the score), reading the network's material head. `SearchConfig.symmetry_average` evaluates each
 position in all of the game's symmetric copies and averages them (`symmetry_averaged_apply`).
-`SearchConfig.greedy_action` chooses between two greedy gumbel moves (see its comment).
+`SearchConfig.greedy_action` chooses between two greedy gumbel moves (see its comment), and
+`SearchConfig.prior_temperature` flattens (T > 1) or sharpens the prior the search expands with
+(`prior_tempered_apply`).
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ __all__ = [
     "make_root_fn",
     "make_search",
     "material_utility_apply",
+    "prior_tempered_apply",
     "make_network_search",
     "masked_logits",
     "symmetry_averaged_apply",
@@ -168,6 +171,17 @@ def material_utility_apply(apply_fn: ApplyFn, weight: float) -> ApplyFn:
     return apply
 
 
+def prior_tempered_apply(apply_fn: ApplyFn, temperature: float) -> ApplyFn:
+    """`apply_fn` with its policy logits [B, A] divided by `temperature` (the prior p^(1/T));
+    the value and any other outputs pass through."""
+
+    def apply(variables: Any, obs: jax.Array, **kwargs):
+        logits, *rest = apply_fn(variables, obs, **kwargs)
+        return (logits / temperature, *rest)
+
+    return apply
+
+
 def symmetry_permutations(env: Env) -> np.ndarray:
     """int32 [S, A]: copy k's action j is the input position's action `[k, j]`.
 
@@ -230,6 +244,8 @@ def make_search(env: Env, apply_fn: ApplyFn, config: SearchConfig):
     """
     if config.symmetry_average:
         apply_fn = symmetry_averaged_apply(env, apply_fn)
+    if config.prior_temperature != 1.0:
+        apply_fn = prior_tempered_apply(apply_fn, config.prior_temperature)
     root_fn = make_root_fn(env, apply_fn, config.material_utility)
     # The root is whatever position it is handed; below it, forced moves may be played at once.
     recurrent_fn = make_recurrent_fn(tree_env(env, config), apply_fn, config.material_utility)

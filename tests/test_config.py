@@ -58,6 +58,7 @@ def test_override_sets_nested_keys_with_yaml_types(tmp_path):
     ({"search": {"algorithm": "puct", "greedy_action": "halving"}},
      "search.greedy_action: 'halving' is gumbel's"),
     ({"search": {"greedy_action": "visits"}}, "search.greedy_action"),
+    ({"search": {"prior_temperature": 0.0}}, "search.prior_temperature: must be > 0"),
     ({"replay": {"capacity": 1024}, "train": {"min_replay_size": 2048}},
      "train.min_replay_size: must be in"),
     ({"train": {"lr_schedule": "cosine", "lr_decay_steps": 0}}, "train.lr_decay_steps: must be"),

@@ -161,6 +161,29 @@ def test_gumbel_greedy_action_halving_plays_sequential_halvings_survivor():
     assert (by_policy.action != by_halving.action).any()
 
 
+@pytest.mark.parametrize("algorithm", ["gumbel", "puct"])
+def test_prior_temperature_spreads_the_visits_of_a_peaked_prior(algorithm):
+    """A prior all but certain of cell 0, values 0 everywhere: as trained (T = 1) the search's
+    policy (puct: its visits; gumbel: prior logits + transformed Q) is nearly all on cell 0; at
+    a high prior temperature the prior is about uniform and so is that policy."""
+
+    def peaked(variables, obs, **kwargs):
+        del variables, kwargs
+        logits = jnp.zeros((obs.shape[0], TTT.num_actions)).at[:, 0].set(12.0)
+        return logits, jnp.zeros(obs.shape[0])
+
+    states = _batch(TTT, [[], [4]])
+    shares = {}
+    for temperature in (1.0, 100.0):
+        config = SearchConfig(algorithm=algorithm, num_simulations=64,
+                              prior_temperature=temperature,
+                              max_num_considered_actions=TTT.num_actions)
+        search = jax.jit(functools.partial(make_search(TTT, peaked, config), noise=False))
+        shares[temperature] = np.asarray(search({}, jax.random.PRNGKey(0), states).policy)[:, 0]
+    assert (shares[1.0] > 0.8).all(), shares
+    assert (shares[100.0] < 0.3).all(), shares
+
+
 def test_illegal_actions_get_no_search_weight():
     states = _batch(TTT, [[0, 4, 8, 2]])
     out = _search(TTT, "gumbel", 16)(_uniform_variables(TTT), jax.random.PRNGKey(5), states)
