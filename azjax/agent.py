@@ -201,7 +201,8 @@ class Agent:
 
     def act(self, key: jax.Array, states: Any, *, num_simulations: int | None = None,
             greedy: bool = True) -> jax.Array:
-        """int32 [B]: the search's move (argmax when greedy, else the search's sampled move).
+        """int32 [B]: the search's move (its greedy move, `search.greedy_action`, when greedy;
+        else the search's sampled move).
 
         `num_simulations=0` plays the raw network: argmax of the masked prior (ties -> lowest
         index) when greedy, else a sample from it.

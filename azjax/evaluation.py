@@ -66,7 +66,7 @@ def network_player(env: Env, apply_fn, params):
 
 
 def search_player(search_fn, params, num_simulations: int):
-    """Greedy search: argmax of the search's final policy, no noise."""
+    """Greedy search: the search's move without noise (`SearchConfig.greedy_action`)."""
 
     def act(key, states):
         return search_fn({"params": params}, key, states, num_simulations=num_simulations,

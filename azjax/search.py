@@ -239,8 +239,9 @@ def make_search(env: Env, apply_fn: ApplyFn, config: SearchConfig):
     """Returns `search(variables, key, states, *, num_simulations=None, noise=True)`.
 
     states: a batch of env states [B]. With `noise=False` the search is deterministic (no
-    Dirichlet noise for puct, `gumbel_scale=0` for gumbel) and `action` is the argmax of the
-    final policy, as used for evaluation and play. Returns a `SearchOutput`.
+    Dirichlet noise for puct, `gumbel_scale=0` for gumbel) and `action` is the greedy move
+    (`config.greedy_action`; the argmax of the final policy by default), as used for evaluation
+    and play. Returns a `SearchOutput`.
     """
     if config.symmetry_average:
         apply_fn = symmetry_averaged_apply(env, apply_fn)
@@ -252,6 +253,9 @@ def make_search(env: Env, apply_fn: ApplyFn, config: SearchConfig):
     if config.contempt:
         recurrent_fn = _draw_averse_recurrent_fn(recurrent_fn, config.contempt)
     qtransform = qtransform_from_name(config.qtransform)
+    # Without noise: mctx's gumbel action is sequential halving's survivor (puct's would sample
+    # the visits), else the argmax of the final policy.
+    survivor = config.algorithm == "gumbel" and config.greedy_action == "halving"
 
     def search(variables: Any, key: chex.PRNGKey, states: Any, *,
                num_simulations: int | None = None, noise: bool = True) -> SearchOutput:
@@ -284,10 +288,7 @@ def make_search(env: Env, apply_fn: ApplyFn, config: SearchConfig):
                 pb_c_base=config.pb_c_base,
             )
         policy = out.action_weights
-        # mctx's gumbel action is sequential halving's survivor; puct's samples the visits.
-        survivor = config.algorithm == "gumbel" and config.greedy_action == "halving"
-        action = out.action if noise or survivor else jnp.argmax(policy, axis=-1).astype(
-            jnp.int32)
+        action = out.action if noise or survivor else jnp.argmax(policy, axis=-1)
         return SearchOutput(
             action=action.astype(jnp.int32),
             policy=policy,
