@@ -165,6 +165,7 @@ class TrainConfig:
     learning_rate: float = 1e-3
     lr_schedule: Literal["constant", "cosine", "warmup_cosine"] = "constant"
     lr_decay_steps: int = 10_000  # schedule length in update steps
+    lr_floor: float = 0.01  # the cosines end at lr_floor * learning_rate and stay there
     warmup_steps: int = 0
     momentum: float = 0.9  # sgd only
     weight_decay: float = 1e-4  # L2 on kernels, through optax
@@ -417,6 +418,8 @@ def _validate(config: ExperimentConfig) -> None:
     _require(config.train.lr_schedule == "constant" or config.train.lr_decay_steps >= 1,
              "train.lr_decay_steps", "must be >= 1 with a decaying lr_schedule")
     _require(config.train.warmup_steps >= 0, "train.warmup_steps", "must be >= 0")
+    _require(0.0 <= config.train.lr_floor <= 1.0, "train.lr_floor",
+             "must be in [0, 1] (a fraction of train.learning_rate)")
     _require(0.0 <= config.train.momentum < 1.0, "train.momentum", "in [0, 1)")
     _require(config.train.value_loss_weight >= 0, "train.value_loss_weight", "must be >= 0")
     _require(config.train.material_loss_weight >= 0, "train.material_loss_weight",

@@ -59,13 +59,14 @@ class RunResult:
 # What may change when a run resumes: budget, checkpointing and evaluation do not change the
 # parameters the run trains (evaluations draw their own keys), so a longer budget or a cheaper
 # evaluation cadence does not need a new run; gating does (self-play then uses the gate's
-# winner). Two training keys may change too: `train.lr_decay_steps`, so that a run given a
-# longer (or shorter) budget can stretch its learning-rate schedule to it (the new schedule
-# applies from the resumed update step on), and `train.updates_per_call`, which groups the
-# same update steps into fewer compiled calls. The resume event in metrics.jsonl records them.
+# winner). Three training keys may change too: `train.lr_decay_steps` and `train.lr_floor`,
+# so that a run given a longer (or shorter) budget can fit its learning-rate schedule to it
+# (the new schedule applies from the resumed update step on), and `train.updates_per_call`,
+# which groups the same update steps into fewer compiled calls. The resume event in
+# metrics.jsonl records them.
 _ALL = None
 _FREE_ON_RESUME = {"budget": _ALL, "checkpoint": _ALL,
-                   "eval": _ALL, "train": {"lr_decay_steps", "updates_per_call"}}
+                   "eval": _ALL, "train": {"lr_decay_steps", "lr_floor", "updates_per_call"}}
 _FIXED_ON_RESUME = {"eval": {"gating", "gating_games", "gating_threshold"}}
 
 
@@ -143,9 +144,9 @@ def open_run(run_dir: Path, requested: ExperimentConfig):
     diffs = _config_differences(saved, requested)
     if diffs:
         raise ConfigError(f"{run_dir} was started with another config; only budget.*, "
-                          f"checkpoint.*, eval.* (but gating), train.lr_decay_steps and "
-                          f"train.updates_per_call may change on resume. Differences: "
-                          f"{'; '.join(diffs)}")
+                          f"checkpoint.*, eval.* (but gating), train.lr_decay_steps, "
+                          f"train.lr_floor and train.updates_per_call may change on resume. "
+                          f"Differences: {'; '.join(diffs)}")
     changed = _config_differences(saved, requested, free=True)
     return _resumed_config(saved, requested), {**meta, "iteration": latest, "changed": changed}
 

@@ -63,12 +63,15 @@ class RunState:
 
 
 def _learning_rate(config: TrainConfig) -> optax.Schedule:
+    """The learning rate by update step; both cosines end at `lr_floor` x the peak."""
     if config.lr_schedule == "cosine":
-        return optax.cosine_decay_schedule(config.learning_rate, config.lr_decay_steps, 0.01)
+        return optax.cosine_decay_schedule(config.learning_rate, config.lr_decay_steps,
+                                           config.lr_floor)
     if config.lr_schedule == "warmup_cosine":
         return optax.warmup_cosine_decay_schedule(
             0.0, config.learning_rate, max(config.warmup_steps, 1),
-            max(config.lr_decay_steps, config.warmup_steps + 1), config.learning_rate * 0.01)
+            max(config.lr_decay_steps, config.warmup_steps + 1),
+            config.learning_rate * config.lr_floor)
     return optax.constant_schedule(config.learning_rate)
 
 

@@ -66,6 +66,8 @@ def test_override_sets_nested_keys_with_yaml_types(tmp_path):
     ({"train": {"value_loss_weight": -0.5}}, "train.value_loss_weight: must be >= 0"),
     ({"train": {"momentum": 1.5}}, "train.momentum: in [0, 1)"),
     ({"train": {"warmup_steps": -10}}, "train.warmup_steps: must be >= 0"),
+    ({"train": {"lr_floor": 1.5}}, "train.lr_floor: must be in [0, 1]"),
+    ({"train": {"lr_floor": -0.01}}, "train.lr_floor: must be in [0, 1]"),
     ({"selfplay": {"temperature_moves": -1}}, "selfplay.temperature_moves: must be >= 0"),
     ({"search": {"pb_c_base": 0}}, "search.pb_c_init: pb_c_init and pb_c_base must be > 0"),
     ({"eval": {"arena_games": 51}}, "eval.arena_games: must be even and >= 2"),

@@ -29,7 +29,7 @@ from azjax.config import (
 )
 from azjax.metrics import read_metrics
 from azjax.run import TrainingError, train
-from azjax.train import Learner
+from azjax.train import Learner, _learning_rate
 
 CONFIG = TINY_RUN_CONFIG
 
@@ -173,11 +173,23 @@ def test_a_changed_config_or_another_game_is_refused_without_touching_the_run(st
     assert _tree_digest(run_dir) == before
 
 
+@pytest.mark.parametrize("schedule", ["cosine", "warmup_cosine"])
+def test_the_cosine_schedules_end_at_the_configured_floor(schedule):
+    for floor in (0.01, 0.0025, 0.0):
+        config = dataclasses.replace(CONFIG.train, learning_rate=0.002, lr_schedule=schedule,
+                                     lr_decay_steps=100, warmup_steps=10, lr_floor=floor)
+        lr = _learning_rate(config)
+        assert float(lr(10 if schedule == "warmup_cosine" else 0)) == pytest.approx(0.002)
+        assert 0.002 * floor < float(lr(60)) < 0.002  # still decaying
+        np.testing.assert_allclose([float(lr(100)), float(lr(10_000))], 0.002 * floor,
+                                   rtol=1e-5, atol=1e-12)
+
+
 def test_a_resumed_run_may_stretch_its_learning_rate_schedule(tmp_path):
     cosine = dataclasses.replace(CONFIG, train=dataclasses.replace(
         CONFIG.train, lr_schedule="cosine", lr_decay_steps=4))
-    stretched = dataclasses.replace(cosine, train=dataclasses.replace(cosine.train,
-                                                                      lr_decay_steps=400))
+    stretched = dataclasses.replace(cosine, train=dataclasses.replace(
+        cosine.train, lr_decay_steps=400, lr_floor=0.0025))
     for name, resumed in (("kept", cosine), ("stretched", stretched)):
         train(_with_budget(cosine, 2), tmp_path / name, show_progress=False)
         train(_with_budget(resumed, 4), tmp_path / name, show_progress=False)
@@ -185,10 +197,12 @@ def test_a_resumed_run_may_stretch_its_learning_rate_schedule(tmp_path):
               if r.get("event") == "resume"]
     assert sorted(resume[0]["config_changed"]) == [
         "budget.max_iterations: saved 2, requested 4",
-        "train.lr_decay_steps: saved 4, requested 400"]
+        "train.lr_decay_steps: saved 4, requested 400",
+        "train.lr_floor: saved 0.01, requested 0.0025"]
     saved = yaml.safe_load((tmp_path / "stretched" / "config.yaml").read_text())
-    assert saved["train"]["lr_decay_steps"] == 400  # resuming from it keeps the new schedule
-    assert "lr_decay_steps" not in str(read_metrics(tmp_path / "kept" / "metrics.jsonl"))
+    # Resuming from it keeps the new schedule.
+    assert saved["train"]["lr_decay_steps"] == 400 and saved["train"]["lr_floor"] == 0.0025
+    assert "train.lr_" not in str(read_metrics(tmp_path / "kept" / "metrics.jsonl"))
     for a, b in zip(jax.tree.leaves(_params(tmp_path / "kept", 2)),
                     jax.tree.leaves(_params(tmp_path / "stretched", 2)), strict=True):
         np.testing.assert_array_equal(a, b)  # the same run up to the resume...
