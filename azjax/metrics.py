@@ -142,6 +142,8 @@ def plot_curves(run_dir: str | Path) -> Path | None:
                 xs, ys = zip(*points, strict=True)
                 ax.plot(xs, ys, marker="o" if len(points) < 30 else None, ms=3,
                         label=key.split("/", 1)[1])
+        if title == "loss":
+            _plot_learning_rate(ax, records)
         ax.set_title(title)
         ax.set_xlabel("wall_s")
         ax.grid(alpha=0.3)
@@ -157,6 +159,21 @@ def plot_curves(run_dir: str | Path) -> Path | None:
     plt.close(fig)
     _plot_oracle_sets(run_dir, records)
     return out
+
+
+def _plot_learning_rate(ax: Any, records: list[dict[str, Any]]) -> None:
+    """The learning rate on a log axis at the right of `ax` (runs that record it)."""
+    points = [(r["wall_s"], r["train/learning_rate"]) for r in records  # > 0: a log axis
+              if isinstance(r.get("train/learning_rate"), (int, float))
+              and r["train/learning_rate"] > 0]
+    if not points:
+        return
+    right = ax.twinx()
+    xs, ys = zip(*points, strict=True)
+    right.plot(xs, ys, color="gray", linestyle="--", linewidth=1)
+    right.set_yscale("log")
+    right.set_ylabel("learning rate (dashed)", color="gray", fontsize=8)
+    right.tick_params(axis="y", colors="gray", labelsize=7)
 
 
 def _plot_oracle_sets(run_dir: Path, records: list[dict[str, Any]]) -> Path | None:

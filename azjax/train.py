@@ -130,6 +130,7 @@ class Learner:
         # Self-play walks the same game tree as the search: decisions only, when asked.
         self.selfplay_env = tree_env(env, config.search)
         self.optimizer = make_optimizer(config.train)
+        self.learning_rate = _learning_rate(config.train)  # host side, for the metrics
         self._selfplay = (
             make_selfplay(self.selfplay_env, self.search_fn, config.selfplay)
             if self.mesh is None else self._sharded_selfplay(config.selfplay))
@@ -434,4 +435,7 @@ class Learner:
         run = run.replace(train=train)
         if update_metrics:
             metrics.update(_mean_of_dicts(update_metrics))
-        return run, jax.device_get(metrics)
+        metrics = jax.device_get(metrics)
+        if update_metrics:  # the rate of the iteration's last update step (optax counts from 0)
+            metrics["train/learning_rate"] = float(self.learning_rate(int(train.step) - 1))
+        return run, metrics

@@ -203,6 +203,16 @@ def test_a_resumed_run_may_stretch_its_learning_rate_schedule(tmp_path):
     # Resuming from it keeps the new schedule.
     assert saved["train"]["lr_decay_steps"] == 400 and saved["train"]["lr_floor"] == 0.0025
     assert "train.lr_" not in str(read_metrics(tmp_path / "kept" / "metrics.jsonl"))
+    # Each iteration records the rate of its last update step, under the schedule then in force.
+    steps = CONFIG.train.updates_per_iteration
+    for name, after_resume in (("kept", cosine), ("stretched", stretched)):
+        rates = {r["iteration"]: r["train/learning_rate"]
+                 for r in read_metrics(tmp_path / name / "metrics.jsonl")
+                 if "event" not in r and r["iteration"] > 0}  # 0: the untrained baseline
+        expected = [float(_learning_rate((cosine if i <= 2 else after_resume).train)(
+            i * steps - 1)) for i in (1, 2, 3, 4)]
+        np.testing.assert_allclose([rates[i] for i in (1, 2, 3, 4)], expected, rtol=1e-6)
+    assert rates[3] > 5 * rates[2]  # the stretched cosine, back near its peak
     for a, b in zip(jax.tree.leaves(_params(tmp_path / "kept", 2)),
                     jax.tree.leaves(_params(tmp_path / "stretched", 2)), strict=True):
         np.testing.assert_array_equal(a, b)  # the same run up to the resume...
