@@ -136,8 +136,7 @@ def plot_curves(run_dir: str | Path) -> Path | None:
     fig, axes = plt.subplots(2, 2, figsize=(11, 7.5))
     for ax, (title, keys) in zip(axes.flat, _CURVES, strict=True):
         for key in keys if keys is not None else _arena_keys(records):
-            points = [(r["wall_s"], r[key]) for r in records
-                      if isinstance(r.get(key), (int, float))]
+            points = _points(records, key)
             if points:
                 xs, ys = zip(*points, strict=True)
                 ax.plot(xs, ys, marker="o" if len(points) < 30 else None, ms=3,
@@ -161,11 +160,14 @@ def plot_curves(run_dir: str | Path) -> Path | None:
     return out
 
 
+def _points(records: list[dict[str, Any]], key: str) -> list[tuple[float, float]]:
+    """(wall_s, value) of each record with a number under `key`."""
+    return [(r["wall_s"], r[key]) for r in records if isinstance(r.get(key), (int, float))]
+
+
 def _plot_learning_rate(ax: Any, records: list[dict[str, Any]]) -> None:
     """The learning rate on a log axis at the right of `ax` (runs that record it)."""
-    points = [(r["wall_s"], r["train/learning_rate"]) for r in records  # > 0: a log axis
-              if isinstance(r.get("train/learning_rate"), (int, float))
-              and r["train/learning_rate"] > 0]
+    points = [(x, y) for x, y in _points(records, "train/learning_rate") if y > 0]  # log axis
     if not points:
         return
     right = ax.twinx()

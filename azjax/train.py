@@ -435,7 +435,7 @@ class Learner:
         run = run.replace(train=train)
         if update_metrics:
             metrics.update(_mean_of_dicts(update_metrics))
-        metrics = jax.device_get(metrics)
+        metrics, step = jax.device_get((metrics, train.step))  # one transfer for both
         if update_metrics:  # the rate of the iteration's last update step (optax counts from 0)
-            metrics["train/learning_rate"] = float(self.learning_rate(int(train.step) - 1))
+            metrics["train/learning_rate"] = float(self.learning_rate(int(step) - 1))
         return run, metrics

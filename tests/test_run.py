@@ -212,7 +212,8 @@ def test_a_resumed_run_may_stretch_its_learning_rate_schedule(tmp_path):
         expected = [float(_learning_rate((cosine if i <= 2 else after_resume).train)(
             i * steps - 1)) for i in (1, 2, 3, 4)]
         np.testing.assert_allclose([rates[i] for i in (1, 2, 3, 4)], expected, rtol=1e-6)
-    assert rates[3] > 5 * rates[2]  # the stretched cosine, back near its peak
+        if name == "stretched":
+            assert rates[3] > 5 * rates[2]  # the stretched cosine, back near its peak
     for a, b in zip(jax.tree.leaves(_params(tmp_path / "kept", 2)),
                     jax.tree.leaves(_params(tmp_path / "stretched", 2)), strict=True):
         np.testing.assert_array_equal(a, b)  # the same run up to the resume...
