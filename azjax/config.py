@@ -2,7 +2,9 @@
 
 Frozen dataclasses are hashable, so a config (or any part of it) can be a static jit argument.
 `load_config(path, overrides)` reads a file, applies `--set a.b=value` overrides, and rejects
-unknown keys and wrong types naming the offending key.
+unknown keys and wrong types naming the offending key. A file may start from another with
+`base: other.yaml` (a path relative to the file) and list only what it changes; sections merge
+key by key, lists and scalars replace. Runs save the resolved config, never the `base:` key.
 """
 
 from __future__ import annotations
@@ -30,7 +32,9 @@ __all__ = [
     "config_from_saved",
     "config_to_dict",
     "load_config",
+    "merge_config_data",
     "parse_override",
+    "read_config_data",
 ]
 
 
@@ -338,16 +342,46 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
     return data
 
 
-def load_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> ExperimentConfig:
-    """Reads a YAML config file and applies `KEY=VALUE` overrides."""
+def merge_config_data(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
+    """`base` with `changes` laid over it: mappings merge key by key, anything else replaces."""
+    merged = dict(base)
+    for key, value in changes.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = merge_config_data(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def read_config_data(path: str | Path, _chain: tuple[Path, ...] = ()) -> dict[str, Any]:
+    """The mapping a YAML config file stands for, its `base:` chain resolved (not validated)."""
     path = Path(path)
     if not path.is_file():
+        if _chain:
+            raise ConfigError(f"{_chain[-1]}: base config file not found: {path}")
         raise ConfigError(f"config file not found: {path}")
     try:
         data = yaml.safe_load(path.read_text()) or {}
     except yaml.YAMLError as error:
         raise ConfigError(f"{path}: not valid YAML ({error})") from None
-    return config_from_dict(apply_overrides(data, list(overrides)))
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: a config must be a mapping, got {type(data).__name__}")
+    if "base" not in data:
+        return data
+    base = data.pop("base")
+    if not isinstance(base, str) or not base.strip():
+        raise ConfigError(f"{path}: base: expected the path of a YAML config, got {base!r}")
+    base_path = (path.parent / base).resolve()
+    chain = (*_chain, path.resolve())
+    if base_path in chain:
+        cycle = " -> ".join(str(p) for p in (*chain, base_path))
+        raise ConfigError(f"{path}: base: configs include each other ({cycle})")
+    return merge_config_data(read_config_data(base_path, chain), data)
+
+
+def load_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> ExperimentConfig:
+    """Reads a YAML config file (and its `base:` chain) and applies `KEY=VALUE` overrides."""
+    return config_from_dict(apply_overrides(read_config_data(path), list(overrides)))
 
 
 # ---- validation ----------------------------------------------------------------------------------

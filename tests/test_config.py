@@ -6,8 +6,16 @@ import re
 from pathlib import Path
 
 import pytest
+import yaml
 
-from azjax.config import ConfigError, config_from_dict, config_to_dict, load_config
+from azjax.config import (
+    ConfigError,
+    config_from_dict,
+    config_to_dict,
+    load_config,
+    merge_config_data,
+    read_config_data,
+)
 
 EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
 
@@ -91,3 +99,51 @@ def test_missing_file_and_bad_override(tmp_path):
     (tmp_path / "bad.yaml").write_text("game: [unclosed\n")
     with pytest.raises(ConfigError, match="not valid YAML"):
         load_config(tmp_path / "bad.yaml")
+
+
+def test_base_chain_merges_sections_key_by_key(tmp_path):
+    (tmp_path / "root.yaml").write_text(
+        "game: connect_four\nsearch: {num_simulations: 8, algorithm: puct}\n"
+        "network: {kind: resmlp, width: 32}\neval: {opponents: [random, 'mcts:100']}\n")
+    (tmp_path / "variants").mkdir()
+    (tmp_path / "variants" / "mid.yaml").write_text(
+        "base: ../root.yaml\nsearch: {num_simulations: 16}\n")
+    (tmp_path / "variants" / "leaf.yaml").write_text(
+        "base: mid.yaml\nnetwork: {width: 64}\neval: {opponents: [random]}\n")
+    config = load_config(tmp_path / "variants" / "leaf.yaml", ["search.num_simulations=24"])
+    assert config.game == "connect_four"
+    assert config.search.algorithm == "puct" and config.search.num_simulations == 24
+    assert config.network.kind == "resmlp" and config.network.width == 64
+    assert config.eval.opponents == ("random",)  # a list replaces, it does not append
+    assert "base" not in config_to_dict(config)
+
+
+@pytest.mark.parametrize(("files", "message"), [
+    ({"a.yaml": "base: missing.yaml\n"}, "a.yaml: base config file not found"),
+    ({"a.yaml": "base: b.yaml\n", "b.yaml": "base: a.yaml\n"}, "configs include each other"),
+    ({"a.yaml": "base: a.yaml\n"}, "configs include each other"),
+    ({"a.yaml": "base: [b.yaml]\n"}, "a.yaml: base: expected the path of a YAML config"),
+    ({"a.yaml": "base: b.yaml\n", "b.yaml": "- game\n"}, "b.yaml: a config must be a mapping"),
+    ({"a.yaml": "base: b.yaml\nsearch: {num_simulatons: 3}\n", "b.yaml": "game: tic_tac_toe\n"},
+     "unknown config key 'search.num_simulatons'"),
+])
+def test_bad_base_chains_name_the_file(tmp_path, files, message):
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        load_config(tmp_path / "a.yaml")
+
+
+def test_variant_configs_list_only_their_changes():
+    """Each `base:` variant differs from its base in every key it sets (nothing restated)."""
+    for path in sorted(EXPERIMENTS.glob("*.yaml")):
+        own = yaml.safe_load(path.read_text())
+        if "base" not in own:
+            continue
+        base = read_config_data(path.parent / own.pop("base"))
+        for section, values in own.items():
+            keys = values.items() if isinstance(values, dict) else [(None, values)]
+            for key, value in keys:
+                inherited = (base.get(section, {}) or {}).get(key) if key else base.get(section)
+                assert value != inherited, f"{path.name}: {section}.{key} restates its base"
+        assert merge_config_data(base, own) == read_config_data(path)
