@@ -11,10 +11,10 @@ from azjax.config import (  # noqa: E402
     ExperimentConfig,
     load_config,
 )
-from azjax.network import init_network, make_network  # noqa: E402
-from azjax.search import SearchOutput, make_search  # noqa: E402
-from azjax.selfplay import init_selfplay, make_selfplay  # noqa: E402
-from azjax.train import Learner, RunState, TrainState  # noqa: E402
+from azjax.core.learner import Learner, RunState, TrainState  # noqa: E402
+from azjax.core.network import init_network, make_network  # noqa: E402
+from azjax.core.search import SearchOutput, make_search  # noqa: E402
+from azjax.core.selfplay import init_selfplay, make_selfplay  # noqa: E402
 
 __all__ = [
     "Agent",

@@ -20,7 +20,6 @@ import jax.numpy as jnp
 import numpy as np
 
 import envs
-from azjax.checkpoint import CheckpointError, load_model, snapshot_dirs
 from azjax.config import (
     ConfigError,
     ExperimentConfig,
@@ -28,8 +27,9 @@ from azjax.config import (
     config_from_saved,
     config_to_dict,
 )
-from azjax.network import make_network
-from azjax.search import SearchOutput, make_network_search, masked_logits
+from azjax.core.network import make_network
+from azjax.core.search import SearchOutput, make_network_search, masked_logits
+from azjax.model_files import CheckpointError, load_model, snapshot_dirs
 from envs.core import Env
 
 __all__ = ["MODELS_DIR", "Agent", "default_simulations", "resolve_model_dir", "states_from_moves"]

@@ -90,13 +90,13 @@ class SearchConfig:
     play_forced_moves: bool = False
     # Not an mctx argument: the precision of the search's network evaluations. "bfloat16"
     # multiplies the trunk's dense layers in bfloat16, accumulating in float32, heads in float32
-    # (`azjax.network`): ~1.5x faster forward passes on a CPU with AVX512-BF16. Training
+    # (`azjax.core.network`): ~1.5x faster forward passes on a CPU with AVX512-BF16. Training
     # always runs in float32.
     matmul_dtype: Literal["float32", "bfloat16"] = "float32"
     # Not an mctx argument: draw aversion for play against weaker opponents. The search scores
     # a draw as -contempt for the player to move at its root (+contempt for the other), at
     # finished games and, with 1 - |v| as the draw share, at the network's values
-    # (`azjax.search`). 0 = the zero-sum game as trained.
+    # (`azjax.core.search`). 0 = the zero-sum game as trained.
     contempt: float = 0.0
     # Not an mctx argument: KataGo's score utility, with draughts' material as the score. The
     # search maximises outcome + material_utility x the final material difference (mover's
@@ -108,7 +108,7 @@ class SearchConfig:
     # Not an mctx argument: evaluate every position the search reaches in each of the game's
     # symmetric copies (`Env.symmetries`) and average them: the mean value (and material), the
     # mean policy mapped back onto the position's actions. The same network, less of its
-    # noise, for S times the network's work per evaluation (`azjax.search`).
+    # noise, for S times the network's work per evaluation (`azjax.core.search`).
     symmetry_average: bool = False
     # Not an mctx argument: how gumbel picks the move of a search without noise (evaluation
     # and play; self-play keeps its own rule). "policy": the argmax of the improved

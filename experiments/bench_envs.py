@@ -1,7 +1,7 @@
 """Random-play throughput of our envs against pgx's: steps per second of step + observe.
 
 One harness for both: ONE jitted `lax.scan` of T steps over B games in lockstep; each step draws
-one uniformly random legal action per game in-graph (`azjax.baselines.random_legal_actions`: a
+one uniformly random legal action per game in-graph (`azjax.evaluation.baselines.random_legal_actions`: a
 hash per action, the largest legal one wins), steps, observes, folds the observation into a
 checksum (so nothing is dead code) and resets finished games in place. pgx's `step` already
 computes the observation into `state.observation`, so its observe is that field.
@@ -26,8 +26,8 @@ import jax.numpy as jnp
 import pgx
 
 import envs
-from azjax.baselines import random_legal_actions
-from azjax.metrics import machine_description
+from azjax.evaluation.baselines import random_legal_actions
+from azjax.training.metrics import machine_description
 
 
 @dataclass(frozen=True)

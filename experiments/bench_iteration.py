@@ -22,9 +22,9 @@ import numpy as np
 
 import envs
 from azjax.config import load_config
-from azjax.metrics import machine_description
-from azjax.parallel import make_mesh, updates_on_one_device
-from azjax.train import Learner
+from azjax.core.learner import Learner
+from azjax.core.placement import make_mesh, updates_on_one_device
+from azjax.training.metrics import machine_description
 
 DEFAULT_CONFIGS = ["experiments/draughts.yaml", "experiments/connect_four.yaml"]
 

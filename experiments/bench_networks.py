@@ -26,7 +26,7 @@ import optax
 
 import envs
 from azjax.config import NetworkConfig
-from azjax.network import count_flops, init_network, make_network
+from azjax.core.network import count_flops, init_network, make_network
 
 
 def parse_net(spec: str) -> NetworkConfig:

@@ -17,8 +17,8 @@ import jax
 
 import envs
 from azjax.config import load_config
-from azjax.network import init_network, make_network
-from azjax.search import make_search
+from azjax.core.network import init_network, make_network
+from azjax.core.search import make_search
 
 
 def main() -> None:

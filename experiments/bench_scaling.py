@@ -1,7 +1,7 @@
 """Self-play throughput on 1, 2 and 4 forced CPU devices and with two processes (one device each).
 
 Each layout is a worker process (XLA_FLAGS must be set before JAX starts): it builds the
-`Learner` training uses, on a mesh over its devices (`azjax.parallel`), compiles the self-play
+`Learner` training uses, on a mesh over its devices (`azjax.core.placement`), compiles the self-play
 step (a chunk of T steps x B games + the replay add) and warms it up, then waits. The driver
 interleaves the layouts: every round times one chunk of each, in a rotating order, so that
 load from other processes falls on all of them alike; the table shows medians and their ratio
@@ -35,15 +35,15 @@ LAYOUTS = ("1 device", "2 devices", "4 devices", "2 processes")
 def worker(args: argparse.Namespace) -> None:
     """One layout: compile, warm up, then time one self-play chunk per `go` read on stdin."""
     if args.coordinator:
-        from azjax.parallel import initialize_distributed
+        from azjax.core.placement import initialize_distributed
 
         initialize_distributed(args.coordinator, 2, args.process_id)
     import jax
 
     import envs
     from azjax.config import load_config
-    from azjax.parallel import make_mesh, mesh_description, replicate
-    from azjax.train import Learner
+    from azjax.core.learner import Learner
+    from azjax.core.placement import make_mesh, mesh_description, replicate
 
     config = load_config(args.config, args.set)
     learner = Learner(envs.make(config.game), config, mesh=make_mesh())
@@ -134,7 +134,7 @@ def main() -> None:
         p.wait()
 
     from azjax.config import load_config
-    from azjax.metrics import machine_description
+    from azjax.training.metrics import machine_description
 
     config = load_config(args.config, args.set)
     base = statistics.median(times["1 device"])

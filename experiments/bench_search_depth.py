@@ -6,7 +6,7 @@
 
 A tiny network (an MLP with 32 hidden units) keeps the network's share small, so the table shows
 the search's own cost: milliseconds per search of the whole batch and microseconds per
-simulation and game, with mctx's own `backward` and with `azjax.mctx_backward.batched_backward`
+simulation and game, with mctx's own `backward` and with `azjax.core.mctx_backward.batched_backward`
 (the same trees). A cost per simulation that grows with the simulations is work proportional
 to the tree's size on every simulation. Medians over interleaved rounds, from the start
 position.
@@ -21,10 +21,10 @@ import time
 import jax
 
 import envs
-from azjax import mctx_backward
 from azjax.config import NetworkConfig, SearchConfig
-from azjax.network import init_network, make_network
-from azjax.search import make_search
+from azjax.core import mctx_backward
+from azjax.core.network import init_network, make_network
+from azjax.core.search import make_search
 
 
 def main() -> None:

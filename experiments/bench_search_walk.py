@@ -5,7 +5,7 @@
 
 Times one search of the config's self-play batch (its network at initialisation, its search,
 its simulations, noise on) from positions after `--plies` uniformly random moves, with mctx's
-vmapped `simulate` and with `azjax.mctx_simulate.batched_simulate` (root rule once, interior
+vmapped `simulate` and with `azjax.core.mctx_simulate.batched_simulate` (root rule once, interior
 rule alone in the loop, walks stopped at terminal nodes), checks that the two searches return
 the same actions and policies bit for bit, and prints the medians of interleaved rounds.
 """
@@ -20,10 +20,10 @@ import jax
 import numpy as np
 
 import envs
-from azjax import mctx_simulate
 from azjax.config import load_config
-from azjax.network import init_network, make_network
-from azjax.search import make_search
+from azjax.core import mctx_simulate
+from azjax.core.network import init_network, make_network
+from azjax.core.search import make_search
 
 
 def main() -> None:

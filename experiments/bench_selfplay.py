@@ -37,12 +37,12 @@ import mctx
 import pgx
 
 import envs
-from azjax import mctx_backward
 from azjax.config import ExperimentConfig, load_config
-from azjax.metrics import machine_description
-from azjax.network import count_flops, init_network, make_network
-from azjax.search import make_search, qtransform_from_name
-from azjax.selfplay import init_selfplay, make_selfplay, resolve_lengths
+from azjax.core import mctx_backward
+from azjax.core.network import count_flops, init_network, make_network
+from azjax.core.search import make_search, qtransform_from_name
+from azjax.core.selfplay import init_selfplay, make_selfplay, resolve_lengths
+from azjax.training.metrics import machine_description
 
 DEFAULT_CONFIG = Path(__file__).with_name("connect_four.yaml")
 PEAK_GFLOPS = 115.0  # this 2-core CPU's fp32 matmul peak, measured
@@ -240,7 +240,7 @@ def main() -> None:
     for name, fn in jitted.items():
         args_ = (variables, k_run) if name == "network" else (variables, k_run, state[name])
         # The reference is plain mctx: traced with mctx's own value backup, azjax with its own
-        # (`azjax.mctx_backward`, installed when azjax.search is imported).
+        # (`azjax.core.mctx_backward`, installed when azjax.core.search is imported).
         mctx_backward.install(name != "pgx")
         start = time.perf_counter()
         compiled[name] = fn.lower(*args_).compile()

@@ -1,5 +1,5 @@
 """How to run the K update steps of an iteration: a Python loop over one jitted step (what
-`azjax.train.Learner` does) or one jitted `lax.scan` over the K steps.
+`azjax.core.learner.Learner` does) or one jitted `lax.scan` over the K steps.
 
     python experiments/bench_update_steps.py [--config experiments/tic_tac_toe.yaml] [--rounds 5]
 
@@ -17,9 +17,9 @@ import jax
 import jax.numpy as jnp
 
 import envs
-from azjax import replay as replay_lib
 from azjax.config import load_config
-from azjax.train import Learner
+from azjax.core import replay as replay_lib
+from azjax.core.learner import Learner
 
 
 def main() -> None:

@@ -13,7 +13,7 @@ import jax
 
 import envs
 from azjax.config import load_config
-from azjax.network import count_flops, init_network, make_network
+from azjax.core.network import count_flops, init_network, make_network
 
 
 def main() -> None:

@@ -24,7 +24,7 @@ import jax
 import numpy as np
 
 from azjax.agent import Agent
-from azjax.oracle import (
+from azjax.evaluation.oracle import (
     DEFAULT_ORACLE_ROOT,
     load_oracle,
     oracle_files,

@@ -19,8 +19,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from azjax.metrics import read_metrics, run_game  # noqa: E402
-from azjax.oracle import in_set_order, set_titles  # noqa: E402
+from azjax.evaluation.oracle import in_set_order, set_titles  # noqa: E402
+from azjax.training.metrics import read_metrics, run_game  # noqa: E402
 
 # Issue 4's bars (search errors, %), by Pons set.
 TARGETS = {"connect_four": {"Test_L3_R1": 0.5, "Test_L2_R1": 0.5, "Test_L2_R2": 2.5,

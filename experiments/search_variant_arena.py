@@ -20,8 +20,8 @@ import jax
 
 from azjax.agent import Agent
 from azjax.config import ConfigError
-from azjax.evaluate import PAIRED_OPENING_PLIES, elo_difference, play_arena
-from azjax.evaluation import search_player
+from azjax.evaluation.arena import PAIRED_OPENING_PLIES, elo_difference, play_arena
+from azjax.evaluation.evaluator import search_player
 
 
 def main() -> None:

@@ -57,7 +57,7 @@ TINY_RUN_CONFIG = _tiny_run_config()
 @pytest.fixture(scope="session")
 def tiny_run(tmp_path_factory):
     """A 4-iteration tiny tic-tac-toe run (snapshots at 2 and 4): (run_dir, RunResult)."""
-    from azjax.run import train
+    from azjax.training.loop import train
 
     run_dir = tmp_path_factory.mktemp("tiny_run")
     return run_dir, train(TINY_RUN_CONFIG, run_dir, show_progress=False)

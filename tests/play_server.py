@@ -22,8 +22,8 @@ def make_service():
     network `azjax play` uses without a shipped model, so compiled programs are shared through
     the persistent cache); simulations 8 (default) and 32."""
     from azjax import Agent
-    from azjax.play import untrained_agent
-    from azjax.serve import GameService
+    from azjax.apps.serve import GameService
+    from azjax.apps.turns import untrained_agent
 
     agents = {"tic_tac_toe": Agent.load("tic_tac_toe"),
               "connect_four": untrained_agent("connect_four"),
@@ -37,7 +37,7 @@ class PlayServer:
     def __init__(self, service):
         import uvicorn
 
-        from azjax.serve import create_app
+        from azjax.apps.serve import create_app
 
         self.service = service
         sock = socket.socket()

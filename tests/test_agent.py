@@ -16,9 +16,9 @@ from typer.testing import CliRunner
 import envs
 from azjax import Agent
 from azjax.agent import states_from_moves
-from azjax.checkpoint import CheckpointError
-from azjax.cli import app
-from azjax.evaluation import _arena_bar, measure_agent
+from azjax.apps.cli import app
+from azjax.evaluation.evaluator import _arena_bar, measure_agent
+from azjax.model_files import CheckpointError
 
 RUNNER = CliRunner()
 
@@ -220,7 +220,7 @@ def test_cli_refuses_counts_below_one_naming_the_option(args, option, tmp_path, 
 
 
 def test_export_credits_the_time_to_perfect_play_only_from_that_point(tmp_path):
-    from azjax.export import _time_to_perfect
+    from azjax.training.export import _time_to_perfect
 
     records = [{"event": "start", "iteration": 0}, {"iteration": 2, "wall_s": 30.0},
                {"iteration": 4, "wall_s": 50.0, "time_to_perfect_s": 50.0},
@@ -316,7 +316,7 @@ def test_cli_export_replaces_nothing_but_an_earlier_export(tiny_run, tmp_path):
 def test_save_model_replaces_a_model_whole_or_not_at_all(agent, tmp_path):
     """A failed write leaves the old model as it was and no scratch files beside it; a
     successful one replaces it (params, model.json and extra files together)."""
-    from azjax.checkpoint import load_model, save_model
+    from azjax.model_files import load_model, save_model
 
     target = tmp_path / "model"
     neighbour = tmp_path / "model.tmp"  # a user's file with the old scratch name is not touched

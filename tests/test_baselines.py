@@ -11,8 +11,13 @@ import pyspiel
 import pytest
 
 import envs
-from azjax.baselines import greedy_player, mcts_player, random_legal_actions, random_player
-from azjax.evaluate import play_arena
+from azjax.evaluation.arena import play_arena
+from azjax.evaluation.baselines import (
+    greedy_player,
+    mcts_player,
+    random_legal_actions,
+    random_player,
+)
 from envs.tic_tac_toe import TicTacToe
 
 C4 = envs.make("connect_four")

@@ -12,8 +12,8 @@ from test_search import NET, _uniform_variables
 
 import envs
 from azjax.config import SearchConfig
-from azjax.network import make_network
-from azjax.search import make_recurrent_fn, make_search
+from azjax.core.network import make_network
+from azjax.core.search import make_recurrent_fn, make_search
 from envs.core import jitted_step
 from envs.forced import ForcedMovesPlayed, forced_moves_played, is_forced
 

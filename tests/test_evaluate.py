@@ -10,8 +10,7 @@ import numpy as np
 import pytest
 
 import envs
-from azjax.baselines import greedy_player, random_player
-from azjax.evaluate import (
+from azjax.evaluation.arena import (
     ArenaResult,
     arena_devices,
     arena_split_note,
@@ -19,6 +18,7 @@ from azjax.evaluate import (
     play_arena,
     run_arena,
 )
+from azjax.evaluation.baselines import greedy_player, random_player
 
 TTT = envs.make("tic_tac_toe")
 C4 = envs.make("connect_four")
@@ -49,7 +49,7 @@ def _illegal_player(key, states):
 
 
 def test_progress_reports_finished_games_after_every_ply_and_changes_no_game():
-    from azjax import evaluate
+    from azjax.evaluation import arena as evaluate
 
     rand = random_player(TTT)
     plain = play_arena(TTT, rand, LOWEST, key=jax.random.PRNGKey(3), num_games=6)
@@ -208,8 +208,8 @@ def test_training_evaluator_plays_each_opponent_its_games():
     from conftest import tiny_config
 
     from azjax.config import EvalConfig
-    from azjax.evaluation import Evaluator
-    from azjax.train import Learner
+    from azjax.core.learner import Learner
+    from azjax.evaluation.evaluator import Evaluator
 
     config = tiny_config()
     config = dataclasses.replace(config, eval=EvalConfig(
@@ -228,7 +228,7 @@ def test_arenas_follow_the_iteration_not_the_count_of_evaluations_since_a_resume
     from conftest import tiny_config
 
     from azjax.config import EvalConfig
-    from azjax.evaluation import arenas_due
+    from azjax.evaluation.evaluator import arenas_due
 
     config = tiny_config(eval=EvalConfig(every_iterations=10, arena_every=5))
     due = [i for i in range(0, 160, 10) if arenas_due(config, i, last=False)]
@@ -240,8 +240,8 @@ def test_an_oracle_dir_without_the_games_files_is_refused_before_training(tmp_pa
     from conftest import tiny_config
 
     from azjax.config import ConfigError, EvalConfig
-    from azjax.evaluation import Evaluator
-    from azjax.train import Learner
+    from azjax.core.learner import Learner
+    from azjax.evaluation.evaluator import Evaluator
 
     (tmp_path / "notes.txt").write_text("not an oracle")
     config = tiny_config(eval=EvalConfig(oracle=True, oracle_dir=str(tmp_path)))

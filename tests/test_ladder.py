@@ -9,8 +9,8 @@ import jax
 import numpy as np
 import pytest
 
-from azjax.evaluate import ArenaResult
-from azjax.ladder import LadderResult, fit_elo, format_ladder, run_ladder
+from azjax.evaluation.arena import ArenaResult
+from azjax.training.ladder import LadderResult, fit_elo, format_ladder, run_ladder
 
 TRUE = {"random": 0.0, "b": 200.0, "c": 400.0}
 PAIRS = [("random", "b"), ("b", "c"), ("random", "c")]

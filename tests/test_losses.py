@@ -6,8 +6,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from azjax.losses import alphazero_loss
-from azjax.types import Positions
+from azjax.core.losses import alphazero_loss
+from azjax.core.types import Positions
 
 
 def test_loss_matches_a_hand_computation():

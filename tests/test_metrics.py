@@ -6,7 +6,7 @@ import json
 
 import matplotlib.image
 
-from azjax.metrics import plot_curves
+from azjax.training.metrics import plot_curves
 
 
 def test_oracle_sets_get_one_panel_each_with_their_names(tmp_path):
@@ -32,7 +32,7 @@ def test_no_oracle_png_without_oracle_sets(tmp_path):
 
 
 def test_the_arena_panel_shows_every_opponent_the_run_met():
-    from azjax.metrics import _arena_keys
+    from azjax.training.metrics import _arena_keys
 
     records = [{"wall_s": 1.0, "eval/vs_random/score": 0.9, "eval/vs_random/wins": 9},
                {"wall_s": 2.0, "eval/vs_random/score": 1.0, "eval/vs_mcts:100/score": 0.6},

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from azjax.config import NetworkConfig
-from azjax.network import count_flops, init_network, make_network
+from azjax.core.network import count_flops, init_network, make_network
 
 
 @pytest.mark.parametrize("config", [NetworkConfig(kind="resnet", channels=8, blocks=2),

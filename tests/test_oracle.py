@@ -10,8 +10,8 @@ import pytest
 from conftest import ORACLES
 
 import envs
-from azjax.baselines import greedy_player, random_player
-from azjax.oracle import (
+from azjax.evaluation.baselines import greedy_player, random_player
+from azjax.evaluation.oracle import (
     OracleFormatError,
     load_oracle,
     oracle_player,

@@ -24,7 +24,7 @@ from azjax.config import (
     EvalConfig,
     config_to_dict,
 )
-from azjax.parallel import check_divisible, mesh_description
+from azjax.core.placement import check_divisible, mesh_description
 
 FOUR_DEVICES = "--xla_force_host_platform_device_count=4"
 
@@ -37,8 +37,8 @@ _FOUR_DEVICE_SCRIPT = textwrap.dedent("""
     from conftest import tiny_config
     import envs
     from azjax.config import ConfigError
-    from azjax.parallel import make_mesh
-    from azjax.train import Learner
+    from azjax.core.placement import make_mesh
+    from azjax.core.learner import Learner
 
     config = tiny_config()
     config = dataclasses.replace(config, selfplay=dataclasses.replace(
@@ -111,8 +111,8 @@ _FOUR_DEVICE_SCRIPT = textwrap.dedent("""
 
     # Arenas split their games over the 4 devices (8 and 400 games), or not (6 games).
     import jax.numpy as jnp
-    from azjax.baselines import random_player
-    from azjax.evaluate import play_arena
+    from azjax.evaluation.baselines import random_player
+    from azjax.evaluation.arena import play_arena
     ttt = envs.make("tic_tac_toe")
     lowest = lambda key, s: jnp.argmax(s.legal_action_mask, axis=1).astype(jnp.int32)
     highest = lambda key, s: (8 - jnp.argmax(s.legal_action_mask[:, ::-1], axis=1)).astype(
@@ -239,7 +239,7 @@ def test_cli_refuses_an_indivisible_batch_before_touching_the_run_dir(tmp_path):
     config = tmp_path / "tiny.yaml"
     config.write_text(yaml.safe_dump(config_to_dict(tiny_config())))
     out = subprocess.run(
-        [sys.executable, "-m", "azjax.cli", "train", str(config), "--run-dir",
+        [sys.executable, "-m", "azjax", "train", str(config), "--run-dir",
          str(tmp_path / "run"), "--set", "selfplay.batch_size=6"], cwd=REPO_ROOT,
         env=_env(XLA_FLAGS=FOUR_DEVICES), capture_output=True, text=True, timeout=600,
         stdin=subprocess.DEVNULL)
@@ -268,7 +268,7 @@ def test_cli_trains_and_resumes_on_two_forced_cpu_devices_in_the_split_layout(tm
     outputs = []
     for iterations in (1, 2):
         out = subprocess.run(
-            [sys.executable, "-m", "azjax.cli", "train", str(path), "--run-dir", str(run_dir),
+            [sys.executable, "-m", "azjax", "train", str(path), "--run-dir", str(run_dir),
              "--no-progress", "--set", f"budget.max_iterations={iterations}"], cwd=REPO_ROOT,
             env=_env(XLA_FLAGS="--xla_force_host_platform_device_count=2"), capture_output=True,
             text=True, timeout=600, stdin=subprocess.DEVNULL)
@@ -300,12 +300,12 @@ def _free_port() -> int:
 def test_two_processes_train_one_iteration_and_one_process_resumes(tmp_path):
     """Two CPU processes (one device each) on localhost, joined by jax.distributed, run one
     iteration and write one checkpoint; a plain single-process run then resumes from it."""
-    from azjax.run import train
+    from azjax.training.loop import train
 
     config, path, run_dir = _one_iteration_run(tmp_path)
     port = _free_port()
     processes = [subprocess.Popen(
-        [sys.executable, "-m", "azjax.cli", "train", str(path), "--run-dir", str(run_dir),
+        [sys.executable, "-m", "azjax", "train", str(path), "--run-dir", str(run_dir),
          "--no-progress", "--coordinator", f"127.0.0.1:{port}", "--num-processes", "2",
          "--process-id", str(i)], cwd=REPO_ROOT, env=_env(XLA_FLAGS=""),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)

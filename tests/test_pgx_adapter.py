@@ -11,7 +11,7 @@ from conftest import tiny_config
 
 import envs
 from azjax.config import NetworkConfig, SearchConfig, SelfPlayConfig
-from azjax.train import Learner
+from azjax.core.learner import Learner
 
 
 def test_player_zero_always_moves_first_and_rewards_follow_the_relabelling():

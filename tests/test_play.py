@@ -14,9 +14,9 @@ from play_server import HUMAN_JUMP_LINE
 from typer.testing import CliRunner
 
 import envs
-from azjax.cli import app
-from azjax.play import parse_human_move, top_moves, winner_of
-from azjax.terminal import HINTS, hints_for, parse_start
+from azjax.apps.cli import app
+from azjax.apps.terminal import HINTS, hints_for, parse_start
+from azjax.apps.turns import parse_human_move, top_moves, winner_of
 
 # The CLI would switch this process's compilation cache to ~/.cache; keep the tests' one.
 RUNNER = CliRunner(env={"AZJAX_COMPILATION_CACHE": str(REPO_ROOT / ".jax_cache")})
@@ -28,7 +28,7 @@ def test_a_whole_tic_tac_toe_game_through_a_pipe():
     'again?' prompt takes the next line."""
     env = dict(os.environ, AZJAX_COMPILATION_CACHE=str(REPO_ROOT / ".jax_cache"))
     typed = "abc\n5\n5\n1\n2\n3\n4\n6\n7\n8\n9\n"
-    out = subprocess.run([sys.executable, "-m", "azjax.cli", "play", "tic_tac_toe",
+    out = subprocess.run([sys.executable, "-m", "azjax", "play", "tic_tac_toe",
                           "--simulations", "8"], input=typed, capture_output=True, text=True,
                          cwd=REPO_ROOT, env=env, timeout=300)
     assert out.returncode == 0, out.stderr
@@ -100,7 +100,7 @@ def test_winner_and_top_moves():
 
 def test_ai_turn_reports_the_first_search_and_its_visits():
     from azjax import Agent
-    from azjax.play import ai_turn
+    from azjax.apps.turns import ai_turn
 
     agent = Agent.load("tic_tac_toe")
     state = parse_start(agent.env, "1 4 2 5")  # X to move wins at 3

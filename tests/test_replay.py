@@ -6,9 +6,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from azjax import replay
 from azjax.config import ReplayConfig
-from azjax.types import Positions
+from azjax.core import replay
+from azjax.core.types import Positions
 
 
 def _positions(ids):

@@ -19,7 +19,6 @@ import pytest
 import yaml
 from conftest import REPO_ROOT, TINY_RUN_CONFIG, tiny_config
 
-from azjax.checkpoint import CheckpointError
 from azjax.config import (
     BudgetConfig,
     CheckpointConfig,
@@ -27,9 +26,10 @@ from azjax.config import (
     EvalConfig,
     config_to_dict,
 )
-from azjax.metrics import read_metrics
-from azjax.run import TrainingError, train
-from azjax.train import Learner, _learning_rate
+from azjax.core.learner import Learner, _learning_rate
+from azjax.model_files import CheckpointError
+from azjax.training.loop import TrainingError, train
+from azjax.training.metrics import read_metrics
 
 CONFIG = TINY_RUN_CONFIG
 
@@ -44,7 +44,7 @@ def straight_run(tiny_run):
 
 
 def _params(run_dir, iteration):
-    from azjax.checkpoint import load_model
+    from azjax.model_files import load_model
 
     return load_model(Path(run_dir) / "snapshots" / str(iteration))[0]
 
@@ -267,7 +267,7 @@ def test_an_evaluation_error_keeps_the_iterations_done_since_the_last_checkpoint
         CONFIG, checkpoint=CheckpointConfig(every_iterations=100, keep=2)), 4)
     with pytest.raises(RuntimeError, match="oracle file is corrupt"):
         train(config, tmp_path, show_progress=False, evaluator_factory=BrokenEvaluator)
-    from azjax.checkpoint import RunCheckpointer
+    from azjax.training.checkpoint import RunCheckpointer
 
     checkpointer = RunCheckpointer(tmp_path, keep=2)
     assert checkpointer.latest_iteration() == config.eval.every_iterations  # not none
@@ -294,7 +294,7 @@ def test_the_perfect_play_bar_ends_the_run_only_when_asked(tmp_path, monkeypatch
                                                            stop_when_perfect):
     """An evaluation meeting the bar records the time to perfect play either way; the run
     stops there only with `budget.stop_when_perfect`."""
-    from azjax.evaluation import Evaluator
+    from azjax.evaluation.evaluator import Evaluator
 
     real_evaluate = Evaluator.evaluate
     monkeypatch.setattr(Evaluator, "evaluate",
@@ -316,7 +316,7 @@ def test_the_perfect_play_bar_ends_the_run_only_when_asked(tmp_path, monkeypatch
 def _cli(*args, timeout=240):
     env = dict(os.environ, JAX_COMPILATION_CACHE_DIR=str(REPO_ROOT / ".jax_cache"),
                PYTHONUNBUFFERED="1")
-    return subprocess.run([sys.executable, "-m", "azjax.cli", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "azjax", *args], capture_output=True,
                           text=True, timeout=timeout, env=env, stdin=subprocess.DEVNULL)
 
 
@@ -363,7 +363,7 @@ def test_sigkill_then_the_same_command_resumes(tmp_path):
         eval=dataclasses.replace(CONFIG.eval, every_iterations=100)), 12)
     path = _write_config(tmp_path / "tiny.yaml", config)
     run_dir = tmp_path / "run"
-    command = [sys.executable, "-m", "azjax.cli", "train", str(path), "--run-dir", str(run_dir),
+    command = [sys.executable, "-m", "azjax", "train", str(path), "--run-dir", str(run_dir),
                "--no-progress"]
     env = dict(os.environ, JAX_COMPILATION_CACHE_DIR=str(REPO_ROOT / ".jax_cache"))
     process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL,
@@ -413,7 +413,7 @@ def test_sigint_stops_after_the_iteration_with_a_checkpoint(tmp_path):
     result = train(config, run_dir, show_progress=False)
     assert result.stopped_by == "SIGINT" and 1 <= result.iterations < 200
     assert signal.getsignal(signal.SIGINT) is before  # handler restored
-    from azjax.checkpoint import RunCheckpointer
+    from azjax.training.checkpoint import RunCheckpointer
 
     checkpointer = RunCheckpointer(run_dir, keep=2)
     assert checkpointer.latest_iteration() == result.iterations  # saved despite every=100
@@ -423,7 +423,7 @@ def test_sigint_stops_after_the_iteration_with_a_checkpoint(tmp_path):
                           .read_text())
     assert snapshot["iteration"] == result.iterations and snapshot["eval"] == {}
     assert snapshot["stopped_by"] == "SIGINT"
-    from azjax.export import export_model
+    from azjax.training.export import export_model
 
     card = (export_model(run_dir, None, tmp_path / "exported") / "MODEL_CARD.md").read_text()
     assert f"iteration {result.iterations}," in card and "Not evaluated: SIGINT stopped" in card
@@ -455,7 +455,7 @@ def test_the_wall_seconds_bar_closes_when_the_last_iteration_overshoots_the_budg
     # GPU run that had finished its budget).
     import io
 
-    from azjax.run import _advance, _progress_bar
+    from azjax.training.loop import _advance, _progress_bar
 
     config = dataclasses.replace(CONFIG, budget=BudgetConfig(max_wall_s=60))
     out = io.StringIO()
@@ -468,7 +468,7 @@ def test_the_wall_seconds_bar_closes_when_the_last_iteration_overshoots_the_budg
 
 
 def test_an_iteration_starts_only_when_one_like_the_last_fits_the_wall_budget():
-    from azjax.run import _budget_left
+    from azjax.training.loop import _budget_left
 
     config = dataclasses.replace(CONFIG, budget=BudgetConfig(max_wall_s=100))
     assert _budget_left(config, 5, 50.0, next_cost_s=40.0)  # ends at 90 s

@@ -12,8 +12,8 @@ from toy_games import RaceToThree
 
 import envs
 from azjax.config import NetworkConfig, SearchConfig
-from azjax.network import init_network, make_network
-from azjax.search import draw_averse_value, make_recurrent_fn, make_search
+from azjax.core.network import init_network, make_network
+from azjax.core.search import draw_averse_value, make_recurrent_fn, make_search
 
 TTT = envs.make("tic_tac_toe")
 NET = NetworkConfig(kind="mlp", hidden=(8,))
@@ -199,7 +199,7 @@ def _tree_builder(game, plies, simulations, algorithm, num_games=16):
     """
     import mctx
 
-    from azjax.search import make_root_fn
+    from azjax.core.search import make_root_fn
 
     env = envs.make(game)
     _, apply = make_network(NET, env.num_actions)
@@ -228,10 +228,10 @@ def _tree_builder(game, plies, simulations, algorithm, num_games=16):
     ("draughts", 12, 24, "gumbel"),    # multi-jumps: the player to move stays, discount +1
 ])
 def test_batched_backward_builds_the_same_trees_as_mctx(game, plies, simulations, algorithm):
-    """azjax.mctx_backward replaces mctx's vmapped backup; every tree array must match."""
+    """azjax.core.mctx_backward replaces mctx's vmapped backup; every tree array must match."""
     from mctx._src import search as mctx_search
 
-    from azjax import mctx_backward
+    from azjax.core import mctx_backward
 
     build = _tree_builder(game, plies, simulations, algorithm)
 
@@ -283,12 +283,12 @@ def _below_terminal(tree) -> tuple[np.ndarray, np.ndarray]:
 ])
 def test_batched_simulate_keeps_every_statistic_above_terminal_nodes(
         game, plies, simulations, algorithm, has_chains):
-    """azjax.mctx_simulate walks the batch together and stops at terminal nodes, where mctx
+    """azjax.core.mctx_simulate walks the batch together and stops at terminal nodes, where mctx
     walks on and grows a chain under them: the search's output and every node not under a
     terminal node must match mctx's bit for bit, and the chains must be gone."""
     from mctx._src import search as mctx_search
 
-    from azjax import mctx_simulate
+    from azjax.core import mctx_simulate
 
     build = _tree_builder(game, plies, simulations, algorithm)
     try:

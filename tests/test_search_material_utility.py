@@ -15,8 +15,8 @@ import pytest
 from test_envs_forced import DRAUGHTS, FORCED, SAFE, SUICIDE, SUICIDE_FEN
 
 from azjax.config import NetworkConfig, SearchConfig
-from azjax.network import init_network, make_network
-from azjax.search import make_recurrent_fn, make_root_fn, make_search
+from azjax.core.network import init_network, make_network
+from azjax.core.search import make_recurrent_fn, make_root_fn, make_search
 
 NET = NetworkConfig(kind="mlp", hidden=(8,), material_head=True)
 WEIGHT = 0.3

@@ -12,8 +12,8 @@ import pytest
 
 import envs
 from azjax.config import NetworkConfig, SearchConfig
-from azjax.network import init_network, make_network
-from azjax.search import make_search, symmetry_averaged_apply, symmetry_permutations
+from azjax.core.network import init_network, make_network
+from azjax.core.search import make_search, symmetry_averaged_apply, symmetry_permutations
 from envs.core import random_positions
 
 NET = NetworkConfig(kind="mlp", hidden=(16,), material_head=False)

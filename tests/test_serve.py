@@ -12,7 +12,7 @@ import pytest
 from play_server import AI_JUMP_LINE, HUMAN_JUMP_LINE
 
 import envs
-from azjax.terminal import parse_start
+from azjax.apps.terminal import parse_start
 from envs.core import jitted_step
 
 

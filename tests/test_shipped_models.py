@@ -13,10 +13,10 @@ import pytest
 
 from azjax import Agent
 from azjax.agent import MODELS_DIR
-from azjax.baselines import random_player
-from azjax.evaluate import play_arena
-from azjax.evaluation import network_player, oracle_errors, search_player
-from azjax.oracle import has_oracle, load_oracle
+from azjax.evaluation.arena import play_arena
+from azjax.evaluation.baselines import random_player
+from azjax.evaluation.evaluator import network_player, oracle_errors, search_player
+from azjax.evaluation.oracle import has_oracle, load_oracle
 
 SHIPPED = sorted(p.name for p in MODELS_DIR.iterdir() if (p / "model.json").is_file()) \
     if MODELS_DIR.is_dir() else []

@@ -9,10 +9,10 @@ import pytest
 from conftest import tiny_config
 
 import envs
-from azjax.network import init_network, make_network
-from azjax.search import make_search
-from azjax.selfplay import init_selfplay, make_selfplay
-from azjax.targets import StepRecord, emit_positions, material_targets, value_targets
+from azjax.core.network import init_network, make_network
+from azjax.core.search import make_search
+from azjax.core.selfplay import init_selfplay, make_selfplay
+from azjax.core.targets import StepRecord, emit_positions, material_targets, value_targets
 
 
 def _records(player, done, rewards0, *, truncated=None, in_opening=None, valid=None,
@@ -314,7 +314,7 @@ def test_a_learner_with_a_material_head_stores_and_trains_on_the_material_target
     position, the update reports its loss and moves the head's parameters."""
 
     from azjax.config import NetworkConfig, ReplayConfig, SearchConfig, SelfPlayConfig
-    from azjax.train import Learner
+    from azjax.core.learner import Learner
 
     config = tiny_config(
         game="draughts",

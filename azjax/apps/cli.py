@@ -67,9 +67,9 @@ def _fail(error: Exception) -> None:
 
 
 def _user_errors():
-    from azjax.checkpoint import CheckpointError
     from azjax.config import ConfigError
-    from azjax.run import TrainingError
+    from azjax.model_files import CheckpointError
+    from azjax.training.loop import TrainingError
 
     return (CheckpointError, ConfigError, TrainingError, ValueError, FileNotFoundError)
 
@@ -100,11 +100,11 @@ def train(
     the multi-host flags, every device of every process (see docs/scaling.md)."""
     try:
         if distributed or any(v is not None for v in (coordinator, num_processes, process_id)):
-            from azjax.parallel import initialize_distributed
+            from azjax.core.placement import initialize_distributed
 
             initialize_distributed(coordinator, num_processes, process_id)  # before JAX works
         from azjax.config import load_config
-        from azjax.run import train as run_training
+        from azjax.training.loop import train as run_training
 
         cfg = load_config(config, set_ or [])
         result = run_training(cfg, run_dir or Path("runs") / config.stem, show_progress=progress)
@@ -151,7 +151,7 @@ def evaluate(
                       "(its network and game stay)")] = None,
 ) -> None:
     """Evaluate an agent: arenas against baselines or agents, oracle scoring, Elo ladders."""
-    from azjax.evaluation import evaluate_agent
+    from azjax.evaluation.evaluator import evaluate_agent
 
     if ladder:
         if set_:
@@ -175,7 +175,7 @@ def _ladder(run_dir: str, against: list[str], games: int, simulations: int | Non
             seed: int) -> None:
     import jax
 
-    from azjax.ladder import format_ladder, run_ladder
+    from azjax.training.ladder import format_ladder, run_ladder
 
     try:
         result = run_ladder(Path(run_dir), key=jax.random.PRNGKey(seed),
@@ -197,7 +197,7 @@ def report(
 ) -> None:
     """Print a run's evaluations as a Markdown table: oracle errors per set (raw / search),
     their mean and arena scores, against iteration, wall_s and positions."""
-    from azjax.report import report_table
+    from azjax.training.report import report_table
 
     try:
         typer.echo(report_table(run_dir, every=every, last=last))
@@ -238,13 +238,13 @@ def export(
 ) -> None:
     """Write a self-contained model (params, config, search defaults, format version) and its
     model card; with --oracle / --against, the card carries scores measured on the export."""
-    from azjax.export import export_model
+    from azjax.training.export import export_model
 
     evaluate = None
     if oracle is not None or against:
         def evaluate(model_dir: Path) -> dict:
             from azjax.agent import Agent
-            from azjax.evaluation import measure_agent
+            from azjax.evaluation.evaluator import measure_agent
 
             metrics, _ = measure_agent(Agent.load(model_dir), against=against or [],
                                        oracle=oracle, games=games, num_simulations=None,
@@ -274,8 +274,8 @@ def play(
     seed: Annotated[int, typer.Option()] = 0,
 ) -> None:
     """Play against an agent in the terminal (moves in the game's human notation)."""
-    from azjax.play import load_play_agent
-    from azjax.terminal import play_terminal
+    from azjax.apps.terminal import play_terminal
+    from azjax.apps.turns import load_play_agent
 
     try:
         agent = load_play_agent(spec)
@@ -293,7 +293,7 @@ def serve(
              "compiles at its first request)")] = False,
 ) -> None:
     """A local web app to play every game in the browser (and its JSON API, see README)."""
-    from azjax.serve import run_server
+    from azjax.apps.serve import run_server
 
     try:
         run_server(host=host, port=port, warm=warm)

@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from azjax.types import Positions
+from azjax.core.types import Positions
 from envs.core import material_lead
 
 __all__ = ["StepRecord", "emit_positions", "material_targets", "value_targets"]

@@ -183,7 +183,7 @@ def _plot_oracle_sets(run_dir: Path, records: list[dict[str, Any]]) -> Path | No
     for games scored on several sets (connect four: Pascal Pons's six)."""
     import matplotlib.pyplot as plt
 
-    from azjax.oracle import in_set_order, set_titles
+    from azjax.evaluation.oracle import in_set_order, set_titles
 
     names = sorted({k.split("/")[3] for r in records for k in r
                     if k.startswith("eval/oracle/set/")})

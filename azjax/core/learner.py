@@ -7,7 +7,7 @@ programs every earlier run used), or with `train.updates_per_call: n` K / n call
 the loop's time, `experiments/bench_update_steps.py`). Every function compiles once; the big
 buffers are donated so XLA updates them in place.
 
-Given a mesh (`azjax.parallel`), the same functions are jitted with `NamedSharding`s: games and
+Given a mesh (`azjax.core.placement`), the same functions are jitted with `NamedSharding`s: games and
 replay slots split on the batch axis, parameters replicated (`Learner.state_shardings`). The
 split layout (`updates_on_one_device`, for forced CPU devices) splits only the games and keeps
 the buffer and the updates on the mesh's first device. Without a mesh (a single device)
@@ -28,14 +28,14 @@ from flax import struct
 from jax.sharding import Mesh, NamedSharding, SingleDeviceSharding
 from jax.sharding import PartitionSpec as P
 
-from azjax import replay as replay_lib
 from azjax.config import ExperimentConfig, TrainConfig
-from azjax.losses import alphazero_loss
-from azjax.network import init_network, make_network
-from azjax.parallel import AXIS, avoid_cached_cpu_collectives, check_divisible, replicate
-from azjax.search import make_network_search, tree_env
-from azjax.selfplay import SelfPlayState, init_selfplay, make_selfplay
-from azjax.types import Positions
+from azjax.core import replay as replay_lib
+from azjax.core.losses import alphazero_loss
+from azjax.core.network import init_network, make_network
+from azjax.core.placement import AXIS, avoid_cached_cpu_collectives, check_divisible, replicate
+from azjax.core.search import make_network_search, tree_env
+from azjax.core.selfplay import SelfPlayState, init_selfplay, make_selfplay
+from azjax.core.types import Positions
 from envs.core import Env
 
 __all__ = ["Learner", "RunState", "TrainState", "make_optimizer"]
@@ -110,10 +110,10 @@ class Learner:
     """The compiled pieces of one experiment: self-play, replay, update step.
 
     Host code (CLI, checkpoints, logging) drives `iteration`; everything here is pure.
-    `mesh`: a 1-D mesh over several devices (`azjax.parallel.make_mesh`) to split the games
+    `mesh`: a 1-D mesh over several devices (`azjax.core.placement.make_mesh`) to split the games
     and the training batch over; None or one device = unsharded. `updates_on_one_device`: split
     only the games, keeping the replay buffer, the parameters and the updates on the mesh's
-    first device (`azjax.parallel.updates_on_one_device` says when that pays).
+    first device (`azjax.core.placement.updates_on_one_device` says when that pays).
     """
 
     def __init__(self, env: Env, config: ExperimentConfig, *, mesh: Mesh | None = None,

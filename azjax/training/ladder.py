@@ -35,12 +35,12 @@ import numpy as np
 
 import envs
 from azjax.agent import default_simulations
-from azjax.baselines import _derive_key, _seeds
-from azjax.checkpoint import CheckpointError, load_model, snapshot_dirs
-from azjax.evaluate import PAIRED_OPENING_PLIES, ArenaResult, run_arena
-from azjax.evaluation import make_opponent, search_player
-from azjax.metrics import read_metrics
-from azjax.search import make_network_search
+from azjax.core.search import make_network_search
+from azjax.evaluation.arena import PAIRED_OPENING_PLIES, ArenaResult, run_arena
+from azjax.evaluation.baselines import _derive_key, _seeds
+from azjax.evaluation.evaluator import make_opponent, search_player
+from azjax.model_files import CheckpointError, load_model, snapshot_dirs
+from azjax.training.metrics import read_metrics
 
 __all__ = ["LadderPlayer", "LadderResult", "fit_elo", "format_ladder", "run_ladder"]
 

@@ -23,7 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import envs
-from azjax.baselines import Player, _derive_key, _hash_choice, _seeds
+from azjax.evaluation.baselines import Player, _derive_key, _hash_choice, _seeds
 from envs.core import Env, GameState, tree_select
 
 __all__ = [
@@ -45,7 +45,7 @@ __all__ = [
 
 DEFAULT_ORACLE_ROOT = Path(
     os.environ.get(
-        "AZJAX_ORACLES", Path(__file__).resolve().parents[1].parent / "shared" / "oracles"
+        "AZJAX_ORACLES", Path(__file__).resolve().parents[2].parent / "shared" / "oracles"
     )
 )
 """`load_oracle`'s default: ``$AZJAX_ORACLES``, else ``<repo>/../shared/oracles``."""

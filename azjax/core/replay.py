@@ -13,7 +13,7 @@ import jax.numpy as jnp
 from flax import struct
 
 from azjax.config import ReplayConfig
-from azjax.types import Positions
+from azjax.core.types import Positions
 
 __all__ = ["ReplayBuffer", "add", "init", "sample", "window_size"]
 

@@ -4,7 +4,7 @@
                   -> {"move", "ai_moves", "moves", "value", "policy", "terminated", "winner"}
     POST /api/state  {"game": ..., "moves": [...]} -> the position, for the page to draw
     GET  /api/games  the games, their notation, the simulation counts offered, which model
-    GET  /           the page (static files shipped in `azjax/static/`)
+    GET  /           the page (static files shipped in `azjax/apps/static/`)
 
 Moves are env action ids from the initial position; the player to move is the AI. Bad requests
 answer 4xx with `{"error": "..."}`. The search is deterministic per request: its key is derived
@@ -25,7 +25,7 @@ import jax
 import numpy as np
 
 from azjax.agent import Agent
-from azjax.play import ai_turn, is_done, load_play_agent, model_label, winner_of
+from azjax.apps.turns import ai_turn, is_done, load_play_agent, model_label, winner_of
 from envs.core import positions_along
 
 __all__ = ["GAMES", "SIMULATIONS", "ApiError", "GameService", "create_app", "run_server"]

@@ -1,16 +1,9 @@
-"""Run checkpoints (orbax) and params-only snapshots / exported models.
+"""Self-contained model files: a network's params and the config that made them.
 
-Layout of a run dir::
-
-    run_dir/checkpoints/<iteration>/   orbax: the whole RunState + meta (config, wall_s, ...)
-    run_dir/snapshots/<iteration>/     params.msgpack + model.json, one per evaluation (and one
-                                       unevaluated where a signal stopped the run), kept
-    run_dir/metrics.jsonl, events.*, curves.png, config.yaml
-
-Checkpoints are written synchronously and atomically (orbax writes a temporary directory and
-renames it), so a process killed at any moment leaves the previous checkpoints intact. A
-snapshot (and an exported model) is self-contained: the network's params and the resolved
-config, with a format version.
+A model directory holds `params.msgpack` (flax serialization) and `model.json` (format
+version, game, resolved config and whatever the writer adds, such as measured strengths). Run
+snapshots (`run_dir/snapshots/<iteration>/`) and exported models share this format, and it is
+what `Agent.load`, the evaluation and the apps read.
 """
 
 from __future__ import annotations
@@ -24,7 +17,6 @@ from typing import Any
 
 import jax
 import numpy as np
-import orbax.checkpoint as ocp
 from flax import serialization
 
 from azjax.config import ConfigError, ExperimentConfig, config_from_saved, config_to_dict
@@ -32,7 +24,6 @@ from azjax.config import ConfigError, ExperimentConfig, config_from_saved, confi
 __all__ = [
     "CheckpointError",
     "MODEL_FORMAT_VERSION",
-    "RunCheckpointer",
     "STORAGE_DTYPES",
     "load_model",
     "save_model",
@@ -46,66 +37,6 @@ _PARAMS_FILE = "params.msgpack"
 
 class CheckpointError(RuntimeError):
     """A checkpoint or model that is missing, corrupt or does not fit the run."""
-
-
-class RunCheckpointer:
-    """Saves and restores whole-run checkpoints under `run_dir/checkpoints`."""
-
-    def __init__(self, run_dir: str | Path, *, keep: int = 3, read_only: bool = False):
-        self.directory = Path(run_dir).absolute() / "checkpoints"
-        options = ocp.CheckpointManagerOptions(
-            max_to_keep=keep,
-            create=not read_only,
-            read_only=read_only,
-            enable_async_checkpointing=False,
-            cleanup_tmp_directories=not read_only,
-        )
-        self._manager = ocp.CheckpointManager(self.directory, options=options,
-                                              item_names=("state", "meta"))
-
-    def latest_iteration(self) -> int | None:
-        return self._manager.latest_step()
-
-    def all_iterations(self) -> list[int]:
-        return list(self._manager.all_steps())
-
-    def save(self, iteration: int, state: Any, meta: dict[str, Any]) -> None:
-        self._manager.save(iteration, args=ocp.args.Composite(
-            state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(meta)), force=True)
-        self._manager.wait_until_finished()
-
-    def restore_meta(self, iteration: int) -> dict[str, Any]:
-        try:
-            restored = self._manager.restore(
-                iteration, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))
-            return dict(restored["meta"])
-        except Exception as error:  # orbax raises many types for damaged files
-            raise CheckpointError(
-                f"checkpoint {self.directory / str(iteration)} is corrupt or unreadable "
-                f"(meta: {type(error).__name__}: {error}){self._fallback_hint(iteration)}"
-            ) from None
-
-    def restore_state(self, iteration: int, abstract_state: Any) -> Any:
-        try:
-            restored = self._manager.restore(
-                iteration, args=ocp.args.Composite(state=ocp.args.StandardRestore(abstract_state)))
-            return restored["state"]
-        except Exception as error:
-            raise CheckpointError(
-                f"checkpoint {self.directory / str(iteration)} is corrupt or does not match "
-                f"this run's state ({type(error).__name__}: {str(error)[:300]})"
-                f"{self._fallback_hint(iteration)}") from None
-
-    def _fallback_hint(self, iteration: int) -> str:
-        """How to resume from an older checkpoint, when one is kept (nothing is deleted)."""
-        older = [i for i in self.all_iterations() if i < iteration]
-        if not older:
-            return ""
-        return (f". Older checkpoints: {', '.join(map(str, older))}; to resume from "
-                f"{older[-1]}, move {self.directory / str(iteration)} out of checkpoints/")
-
-    def close(self) -> None:
-        self._manager.close()
 
 
 def snapshot_dirs(run_dir: str | Path) -> list[Path]:
@@ -175,7 +106,7 @@ def load_model(directory: str | Path) -> tuple[Any, ExperimentConfig, dict[str, 
       CheckpointError: naming the directory and what is missing or corrupt.
     """
     import envs
-    from azjax.network import init_network  # late: keeps this module light
+    from azjax.core.network import init_network  # late: keeps this module light
 
     directory = Path(directory)
     meta_path, params_path = directory / _MODEL_JSON, directory / _PARAMS_FILE

@@ -10,7 +10,7 @@ decides when to call what, and keeps the run dir consistent:
 - iteration keys are `fold_in(root, iteration)`, so a resumed run replays the same randomness
   and ends with the same parameters as a run never stopped.
 
-On several devices or processes (`azjax.parallel`) every process runs this same loop over its
+On several devices or processes (`azjax.core.placement`) every process runs this same loop over its
 own shards; all of them save the checkpoint together (orbax writes one), only process 0 writes
 metrics, snapshots and plots and prints, and the decision to stop is process 0's.
 """
@@ -33,11 +33,12 @@ import yaml
 from tqdm.auto import tqdm
 
 import envs
-from azjax.checkpoint import CheckpointError, RunCheckpointer, save_model
 from azjax.config import ConfigError, ExperimentConfig, config_from_saved, config_to_dict
-from azjax.metrics import MetricsLogger, plot_curves, read_metrics
-from azjax.parallel import local_copy, make_mesh, mesh_description, updates_on_one_device
-from azjax.train import Learner, RunState
+from azjax.core.learner import Learner, RunState
+from azjax.core.placement import local_copy, make_mesh, mesh_description, updates_on_one_device
+from azjax.model_files import CheckpointError, save_model
+from azjax.training.checkpoint import RunCheckpointer
+from azjax.training.metrics import MetricsLogger, plot_curves, read_metrics
 
 __all__ = ["TrainingError", "RunResult", "train", "open_run"]
 
@@ -242,8 +243,11 @@ def _advance(bar: tqdm, count: float) -> None:
 def train(config: ExperimentConfig, run_dir: str | Path, *, show_progress: bool = True,
           evaluator_factory=None) -> RunResult:
     """Trains (or resumes) `config` in `run_dir` until the budget is spent, on every device of
-    every process (games and training batches split over them; see `azjax.parallel`)."""
-    from azjax.evaluation import Evaluator, arenas_due  # late: imports baselines and oracles
+    every process (games and training batches split over them; see `azjax.core.placement`)."""
+    from azjax.evaluation.evaluator import (  # late: imports baselines and oracles
+        Evaluator,
+        arenas_due,
+    )
 
     segment_start = time.perf_counter()
     run_dir = Path(run_dir)

@@ -11,7 +11,7 @@ unchanged for games whose path has ended, which XLA does in place.
 
 The result is the same tree, bit for bit (`tests/test_search.py` compares the two).
 `install()` swaps it into `mctx._src.search`, whose search loop looks `backward` up at trace
-time; azjax.search calls it on import.
+time; azjax.core.search calls it on import.
 """
 
 from __future__ import annotations

@@ -8,8 +8,8 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from azjax.network import ApplyFn
-from azjax.types import Positions
+from azjax.core.network import ApplyFn
+from azjax.core.types import Positions
 
 __all__ = ["alphazero_loss"]
 

@@ -23,7 +23,7 @@ import numpy as np
 import envs
 from azjax.agent import MODELS_DIR, Agent
 from azjax.config import ExperimentConfig, NetworkConfig, SearchConfig
-from azjax.network import init_network
+from azjax.core.network import init_network
 from envs.core import Env, jitted_step
 
 __all__ = [

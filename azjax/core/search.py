@@ -2,7 +2,7 @@
 
 `SearchConfig` maps one-to-one onto mctx's arguments. The tree's embedding is the env `State`
 itself and `recurrent_fn` steps the real rules. Importing this module swaps mctx's value backup
-for a batched one that builds the same trees faster (`azjax.mctx_backward`).
+for a batched one that builds the same trees faster (`azjax.core.mctx_backward`).
 
 Players need not alternate (draughts' multi-jumps): rewards and values are always taken for the
 player to move, and the discount between two nodes is -1 when the player to move changes, +1
@@ -31,9 +31,9 @@ import mctx
 import numpy as np
 from flax import struct
 
-from azjax import mctx_backward, mctx_simulate
 from azjax.config import NetworkConfig, SearchConfig
-from azjax.network import ApplyFn, make_network
+from azjax.core import mctx_backward, mctx_simulate
+from azjax.core.network import ApplyFn, make_network
 from envs.core import Env, material_lead
 from envs.forced import forced_moves_played
 

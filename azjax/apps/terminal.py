@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 
 from azjax.agent import Agent
-from azjax.play import (
+from azjax.apps.turns import (
     ai_turn,
     describe_turn,
     format_actions,

@@ -10,8 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from azjax.metrics import read_metrics, run_game
-from azjax.oracle import in_set_order, set_titles
+from azjax.evaluation.oracle import in_set_order, set_titles
+from azjax.training.metrics import read_metrics, run_game
 
 _SET_PREFIX = "eval/oracle/set/"
 

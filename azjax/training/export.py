@@ -12,8 +12,8 @@ import jax
 import numpy as np
 
 from azjax.agent import default_simulations, resolve_model_dir, with_search_overrides
-from azjax.checkpoint import CheckpointError, load_model, save_model
-from azjax.metrics import machine_description, read_metrics
+from azjax.model_files import CheckpointError, load_model, save_model
+from azjax.training.metrics import machine_description, read_metrics
 
 __all__ = ["export_model"]
 
@@ -182,7 +182,7 @@ def _card(config, extra: dict, storage_dtype: str = "float32") -> str:
     lines += [f"## Evaluation ({source})", ""]
     sets = sorted({k.split("/")[3] for k in evaluation if k.startswith("eval/oracle/set/")})
     if sets:
-        from azjax.oracle import in_set_order, set_titles
+        from azjax.evaluation.oracle import in_set_order, set_titles
 
         titles = set_titles(config.game)
         sets = in_set_order(config.game, sets)

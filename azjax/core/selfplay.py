@@ -20,7 +20,7 @@ import jax.numpy as jnp
 from flax import struct
 
 from azjax.config import SelfPlayConfig
-from azjax.targets import StepRecord, emit_positions
+from azjax.core.targets import StepRecord, emit_positions
 from envs.core import Env
 
 __all__ = ["SelfPlayState", "SelfPlayStats", "init_selfplay", "make_selfplay", "resolve_lengths"]
@@ -160,7 +160,7 @@ def _search_each_game(search_fn, variables: Any, keys: jax.Array, games: Any,
 def make_selfplay(env: Env, search_fn, config: SelfPlayConfig):
     """Returns `selfplay(variables, key, state, first_game=0) -> (state, positions, emit, stats)`.
 
-    `search_fn` is `azjax.search.make_search(...)`. positions: `Positions` [B * 2T], game by
+    `search_fn` is `azjax.core.search.make_search(...)`. positions: `Positions` [B * 2T], game by
     game (each game's window of the previous and this chunk), emit bool [B * 2T] marks the
     positions whose game ended in this chunk and that were not emitted before. Pure; jit it.
 

@@ -12,7 +12,7 @@ exactly the games one device plays (to float rounding in the updates). Multi-hos
 `initialize_distributed` (`jax.distributed`) before anything touches JAX; every process runs
 the same host loop on its own devices' shards.
 
-Shape legend as in `azjax.types`; D = devices in the mesh.
+Shape legend as in `azjax.core.types`; D = devices in the mesh.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Arenas: two players over a batch of games in lockstep, inside one jitted `lax.while_loop`.
 
-A player is ``act(key, states[B]) -> int32[B]`` (see `azjax.baselines`). With several local
+A player is ``act(key, states[B]) -> int32[B]`` (see `azjax.evaluation.baselines`). With several local
 devices (GPUs, or `XLA_FLAGS=--xla_force_host_platform_device_count=N` on a CPU), `play_arena`
 splits the games over them (`jax.shard_map`, no communication while the games run).
 Shape legend: B batch (here: games), A actions, D devices.
@@ -20,8 +20,8 @@ import numpy as np
 from jax.sharding import PartitionSpec
 from numpy.typing import ArrayLike
 
-from azjax.baselines import Player, _derive_key, _hash_choice, _seeds
-from azjax.parallel import AXIS, make_mesh
+from azjax.core.placement import AXIS, make_mesh
+from azjax.evaluation.baselines import Player, _derive_key, _hash_choice, _seeds
 from envs.core import Env
 
 __all__ = ["ArenaResult", "arena_devices", "arena_split_note", "elo_difference", "play_arena",
@@ -287,7 +287,7 @@ def play_arena(
     compiles the arena with a host callback, once, apart from the arena without it.
 
     Compiles once per (env, player_a, player_b, num_games, devices): reuse player objects
-    (the `azjax.baselines` factories are memoised) to reuse the compiled arena.
+    (the `azjax.evaluation.baselines` factories are memoised) to reuse the compiled arena.
     """
     if num_games < 1:
         raise ValueError(f"num_games must be >= 1, got {num_games}")

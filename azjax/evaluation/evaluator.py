@@ -18,11 +18,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from azjax import baselines
 from azjax.config import ConfigError, ExperimentConfig
-from azjax.evaluate import PAIRED_OPENING_PLIES, ArenaResult, elo_difference, run_arena
-from azjax.oracle import OracleSet, has_oracle, load_oracle, oracle_files, wrong_moves
-from azjax.search import masked_logits
+from azjax.core.search import masked_logits
+from azjax.evaluation import baselines
+from azjax.evaluation.arena import PAIRED_OPENING_PLIES, ArenaResult, elo_difference, run_arena
+from azjax.evaluation.oracle import OracleSet, has_oracle, load_oracle, oracle_files, wrong_moves
 from envs.core import Env
 
 __all__ = ["Evaluator", "arenas_due", "evaluate_agent", "is_perfect", "make_opponent",
@@ -305,7 +305,7 @@ def measure_agent(agent: Any, *, against: list[str], oracle: str | None, games: 
     shows a bar of each arena's finished games and plies while it runs (stderr).
     """
     from azjax.agent import Agent
-    from azjax.evaluate import arena_devices, arena_split_note, play_arena
+    from azjax.evaluation.arena import arena_devices, arena_split_note, play_arena
 
     env = agent.env
     sims = agent.search_simulations(num_simulations)
