@@ -1,34 +1,60 @@
 """azjax: AlphaZero in JAX.
 
-Public API; see README.md for a tour and docs/ for the details of each part.
+The names a notebook or script imports, each from the layer it lives in (docs/architecture.md
+draws the layers). They load on first use, so `import azjax` stays light:
+
+    import azjax
+    agent = azjax.Agent.load("connect_four")           # a shipped model, or a run / model dir
+    config = azjax.load_config("experiments/tic_tac_toe.yaml")
+    result = azjax.train(config, "runs/tic_tac_toe")   # what `azjax train` runs
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
 
 __version__ = "0.1.0"
 
-from azjax.agent import Agent  # noqa: E402
-from azjax.config import (  # noqa: E402
-    ConfigError,
-    ExperimentConfig,
-    load_config,
-)
-from azjax.core.learner import Learner, RunState, TrainState  # noqa: E402
-from azjax.core.network import init_network, make_network  # noqa: E402
-from azjax.core.search import SearchOutput, make_search  # noqa: E402
-from azjax.core.selfplay import init_selfplay, make_selfplay  # noqa: E402
+# Public name -> the module that defines it.
+_PUBLIC = {
+    # The ground: configuration.
+    "ConfigError": "azjax.config",
+    "ExperimentConfig": "azjax.config",
+    "load_config": "azjax.config",
+    # The compiled pipeline.
+    "make_network": "azjax.core.network",
+    "init_network": "azjax.core.network",
+    "SearchOutput": "azjax.core.search",
+    "make_search": "azjax.core.search",
+    "make_network_search": "azjax.core.search",
+    "make_selfplay": "azjax.core.selfplay",
+    "init_selfplay": "azjax.core.selfplay",
+    "Learner": "azjax.core.learner",
+    "RunState": "azjax.core.learner",
+    "TrainState": "azjax.core.learner",
+    # The model layer.
+    "Agent": "azjax.agent",
+    "load_model": "azjax.model_files",
+    "save_model": "azjax.model_files",
+    # Measuring and training.
+    "run_arena": "azjax.evaluation.arena",
+    "ArenaResult": "azjax.evaluation.arena",
+    "train": "azjax.training.loop",
+    "RunResult": "azjax.training.loop",
+}
 
-__all__ = [
-    "Agent",
-    "ConfigError",
-    "ExperimentConfig",
-    "Learner",
-    "RunState",
-    "SearchOutput",
-    "TrainState",
-    "__version__",
-    "init_network",
-    "load_config",
-    "make_network",
-    "make_search",
-    "make_selfplay",
-    "init_selfplay",
-]
+__all__ = ["__version__", *sorted(_PUBLIC)]
+
+
+def __getattr__(name: str) -> Any:
+    module = _PUBLIC.get(name)
+    if module is None:
+        raise AttributeError(f"module 'azjax' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later look-ups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_PUBLIC))
