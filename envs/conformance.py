@@ -6,9 +6,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from envs.core import Env
+from envs.core import BoardView, Env, GameState
 
-__all__ = ["check_env"]
+__all__ = ["check_env", "check_finished_games_stay", "check_human_interface",
+           "check_initial_state", "check_random_play"]
 
 _BASE_FIELDS = {
     "current_player": ((), jnp.int32),
@@ -50,21 +51,48 @@ def _check_forfeit(env: Env, step, state, action: int) -> None:
 
 
 def check_env(env: Env, *, num_games: int = 16, max_steps: int = 1000, seed: int = 0) -> None:
-    """Raises AssertionError naming the first broken rule of the contract.
+    """Checks an env against the contract; raises AssertionError naming the first broken rule.
 
-    Checks static attributes, field dtypes and shapes, observation shape and dtype, symmetries'
-    shapes (each copy's policy a permutation of the actions), random play of `num_games` games
-    to the end (rewards zero-sum and only on the final step, all-True mask at terminal states,
-    a no-op step after the end), illegal moves as a loss for the mover, jit == no-jit, one game
-    == a vmapped batch, and the notation round trip.
+    In order: static attributes; the initial state's fields, observation and symmetries
+    (`check_initial_state`); the notation and drawing for people (`check_human_interface`);
+    an illegal action at the start as a loss for the mover; random play of `num_games` games to
+    the end (`check_random_play`: rewards zero-sum and only on the final step, all-True mask at
+    finished states, a no-op step after the end, jit == no-jit, one game == a vmapped batch).
+
+    Args:
+      env: the game.
+      num_games: how many random games to play at once.
+      max_steps: the random games must end within this many steps.
+      seed: seeds the initial key and the random moves.
+
+    Raises:
+      AssertionError: `"<env name>: <the broken rule>"`.
     """
     if not isinstance(env.name, str) or env.num_players != 2:
         raise _fail(env, "needs a string name and num_players == 2")
-    rng = np.random.default_rng(seed)
     key = jax.random.PRNGKey(seed)
     jitted_step = jax.jit(env.step)  # made once: each new jax.jit wrapper would compile again
-
     state = env.init(key)
+    check_initial_state(env, state)
+    check_human_interface(env, state)
+    # An illegal action: masked at the start, else out of range.
+    illegal = np.flatnonzero(~np.asarray(state.legal_action_mask))
+    _check_forfeit(env, jitted_step, state, int(illegal[0]) if illegal.size else env.num_actions)
+    check_random_play(env, key, jitted_step, num_games=num_games, max_steps=max_steps,
+                      seed=seed)
+
+
+def check_initial_state(env: Env, state: GameState) -> None:
+    """The initial state: its fields, live with a legal action; `observe`'s shape and dtype;
+    `symmetries`' shapes, copy 0 the identity, each policy copy a permutation.
+
+    Args:
+      env: the game.
+      state: `env.init(key)`.
+
+    Raises:
+      AssertionError: naming the broken rule.
+    """
     _check_fields(env, state)
     if bool(state.terminated) or not bool(np.any(state.legal_action_mask)):
         raise _fail(env, "the initial state must be live with a legal move")
@@ -81,19 +109,73 @@ def check_env(env: Env, *, num_games: int = 16, max_steps: int = 1000, seed: int
         raise _fail(env, "symmetry 0 must be the identity")
     if not all(np.array_equal(np.sort(copy), identity) for copy in sym_pol):
         raise _fail(env, "symmetries must permute the policy's actions")
-    if not isinstance(env.render(state), str):
-        raise _fail(env, "render must return a str")
+
+
+def check_human_interface(env: Env, state: GameState) -> None:
+    """What people see of one live state: labels, the notation round trip of every action,
+    whole turns (`legal_moves` parse back and format back, and cover the legal actions),
+    `render` a string, and `board_view` / `action_clicks` on the grid they describe.
+
+    Args:
+      env: the game.
+      state: a live state.
+
+    Raises:
+      AssertionError: naming the broken rule.
+    """
+    names = env.player_names
+    if len(names) != 2 or not all(isinstance(n, str) and n for n in names):
+        raise _fail(env, "player_names must be two non-empty strings")
+    if not (isinstance(env.title, str) and isinstance(env.move_hint, str)):
+        raise _fail(env, "title and move_hint must be strings")
     for action in range(env.num_actions):
         if env.str_to_action(env.action_to_str(action)) != action:
             raise _fail(env, f"notation round trip fails for action {action}")
+    moves = env.legal_moves(state)
+    for text, actions in moves.items():
+        if env.parse_move(state, text) != actions or env.format_move(actions) != text:
+            raise _fail(env, f"the whole move {text!r} does not parse and format back")
+    legal = set(np.flatnonzero(np.asarray(state.legal_action_mask)).tolist())
+    if {actions[0] for actions in moves.values()} != legal:
+        raise _fail(env, "legal_moves must start with exactly the legal actions")
+    if not isinstance(env.render(state), str):
+        raise _fail(env, "render must return a str")
+    _check_board_view(env, env.board_view(state))
 
-    # Illegal action: the mover loses (here out of range or masked at the start; below, the
-    # first masked-out action met in a live state during random play).
-    illegal = np.flatnonzero(~np.asarray(state.legal_action_mask))
-    bad_action = int(illegal[0]) if illegal.size else env.num_actions  # out of range otherwise
-    _check_forfeit(env, jitted_step, state, bad_action)
 
-    # Random play of a batch to the end, one jitted vmapped step.
+def _check_board_view(env: Env, view: BoardView | None) -> None:
+    if view is None:
+        return
+    if not isinstance(view, BoardView) or len(view.cells) != view.rows * view.cols:
+        raise _fail(env, "board_view must be a BoardView with rows * cols cells")
+    if any(cell.player not in (None, 0, 1) for cell in view.cells):
+        raise _fail(env, "a board_view cell's player must be None, 0 or 1")
+    if view.column_labels and len(view.column_labels) != view.cols:
+        raise _fail(env, "board_view's column_labels must name every column")
+    for action in range(env.num_actions):
+        for click in env.action_clicks(action):
+            if not click or not all(0 <= cell < len(view.cells) for cell in click):
+                raise _fail(env, f"action_clicks({action}) must name cells of the board_view")
+
+
+def check_random_play(env: Env, key: jax.Array, jitted_step, *, num_games: int = 16,
+                      max_steps: int = 1000, seed: int = 0) -> None:
+    """Random play of a batch of games to the end (one jitted vmapped step), every step's
+    states checked (`_check_transition`); then an illegal action met in a live state, a step
+    after the end, and eager == jitted == vmapped along the first recorded steps.
+
+    Args:
+      env: the game.
+      key: a PRNG key for the initial states.
+      jitted_step: `jax.jit(env.step)`, shared with the caller so it compiles once.
+      num_games: the batch size B.
+      max_steps: the games must end within this many steps.
+      seed: seeds the random legal moves.
+
+    Raises:
+      AssertionError: naming the broken rule.
+    """
+    rng = np.random.default_rng(seed)
     batch_step = jax.jit(jax.vmap(env.step))
     batch_observe = jax.jit(jax.vmap(env.observe))
     states = jax.vmap(env.init)(jax.random.split(key, num_games))
@@ -107,53 +189,83 @@ def check_env(env: Env, *, num_games: int = 16, max_steps: int = 1000, seed: int
         masks = np.asarray(states.legal_action_mask)
         actions = np.array([rng.choice(np.flatnonzero(m)) for m in masks], dtype=np.int32)
         new_states = batch_step(states, jnp.asarray(actions))
-        _check_fields(env, new_states, (num_games,))
+        _check_transition(env, states, new_states, batch_observe, num_games)
         history.append((states, actions))
         if masked_probe is None:
-            live_masked = np.flatnonzero(~done_before & ~masks.all(-1))
-            if live_masked.size:
-                game = int(live_masked[0])
-                one_game = jax.tree.map(lambda x, g=game: jnp.asarray(np.asarray(x)[g]), states)
-                masked_probe = (one_game, int(np.flatnonzero(~masks[game])[0]))
-        rewards = np.asarray(new_states.rewards)
-        done = np.asarray(new_states.terminated | new_states.truncated)
-        if not np.allclose(rewards.sum(-1), 0.0):
-            raise _fail(env, "rewards must be zero-sum")
-        if np.any(rewards[~done | done_before] != 0):
-            raise _fail(env, "rewards must be zero except on the final step")
-        if not np.asarray(new_states.legal_action_mask)[done].all():
-            raise _fail(env, "legal_action_mask must be all True at a finished state")
-        live = ~done
-        if live.any() and not np.asarray(new_states.legal_action_mask)[live].any(-1).all():
-            raise _fail(env, "a live state must have a legal action")
-        if not np.array_equal(np.asarray(new_states.step_count)[~done_before],
-                              np.asarray(states.step_count)[~done_before] + 1):
-            raise _fail(env, "step_count must grow by one per step")
-        obs = batch_observe(new_states)
-        if obs.shape != (num_games, *env.observation_shape) or obs.dtype != jnp.float32:
-            raise _fail(env, "observe is not vmappable to the right shape")
+            masked_probe = _masked_probe(states, masks, done_before)
         states = new_states
     else:
         raise _fail(env, f"random games did not end within {max_steps} steps")
-
     if masked_probe is not None:
         _check_forfeit(env, jitted_step, *masked_probe)
+    check_finished_games_stay(env, batch_step, states)
+    for batch_states, actions in history[: min(len(history), 6)]:
+        _check_single_matches_batch(env, jitted_step, batch_step, batch_observe, batch_states,
+                                    actions)
 
-    # Stepping a finished game is a no-op with zero rewards.
+
+def _masked_probe(states, masks: np.ndarray, done_before: np.ndarray):
+    """(one live state, an action its mask rules out), or None if no game has one."""
+    live_masked = np.flatnonzero(~done_before & ~masks.all(-1))
+    if not live_masked.size:
+        return None
+    game = int(live_masked[0])
+    one_game = jax.tree.map(lambda x: jnp.asarray(np.asarray(x)[game]), states)
+    return one_game, int(np.flatnonzero(~masks[game])[0])
+
+
+def _check_transition(env: Env, states, new_states, batch_observe, num_games: int) -> None:
+    """One batched step's rules: fields, zero-sum rewards only on the final step, the masks,
+    `step_count`, the observations' shape."""
+    _check_fields(env, new_states, (num_games,))
+    done_before = np.asarray(states.terminated | states.truncated)
+    rewards = np.asarray(new_states.rewards)
+    done = np.asarray(new_states.terminated | new_states.truncated)
+    if not np.allclose(rewards.sum(-1), 0.0):
+        raise _fail(env, "rewards must be zero-sum")
+    if np.any(rewards[~done | done_before] != 0):
+        raise _fail(env, "rewards must be zero except on the final step")
+    if not np.asarray(new_states.legal_action_mask)[done].all():
+        raise _fail(env, "legal_action_mask must be all True at a finished state")
+    live = ~done
+    if live.any() and not np.asarray(new_states.legal_action_mask)[live].any(-1).all():
+        raise _fail(env, "a live state must have a legal action")
+    if not np.array_equal(np.asarray(new_states.step_count)[~done_before],
+                          np.asarray(states.step_count)[~done_before] + 1):
+        raise _fail(env, "step_count must grow by one per step")
+    obs = batch_observe(new_states)
+    if obs.shape != (num_games, *env.observation_shape) or obs.dtype != jnp.float32:
+        raise _fail(env, "observe is not vmappable to the right shape")
+
+
+def check_finished_games_stay(env: Env, batch_step, states: GameState) -> None:
+    """Stepping a finished game is a no-op with zero rewards.
+
+    Args:
+      env: the game.
+      batch_step: `jax.jit(jax.vmap(env.step))`.
+      states: a batch of finished games, leaves [B, ...].
+
+    Raises:
+      AssertionError: naming the broken rule.
+    """
+    num_games = states.current_player.shape[0]
     again = batch_step(states, jnp.zeros(num_games, jnp.int32))
     if np.any(np.asarray(again.rewards) != 0):
         raise _fail(env, "stepping a finished game must give zero rewards")
     _assert_trees_equal(env, again.replace(rewards=states.rewards), states,
                         "a finished game stepped again and the finished game")
 
-    # jit == no-jit, and one game == the vmapped batch, along the recorded history.
-    for batch_states, actions in history[: min(len(history), 6)]:
-        one = jax.tree.map(lambda x: jnp.asarray(np.asarray(x)[0]), batch_states)
-        eager = env.step(one, jnp.int32(actions[0]))
-        jitted = jitted_step(one, jnp.int32(actions[0]))
-        from_batch = jax.tree.map(lambda x: np.asarray(x)[0],
-                                  batch_step(batch_states, jnp.asarray(actions)))
-        _assert_trees_equal(env, eager, jitted, "eager and jitted steps")
-        _assert_trees_equal(env, eager, from_batch, "a single step and the vmapped batch's")
-        if not np.array_equal(env.observe(one), np.asarray(batch_observe(batch_states))[0]):
-            raise _fail(env, "a single observation and the vmapped batch's differ")
+
+def _check_single_matches_batch(env: Env, jitted_step, batch_step, batch_observe, batch_states,
+                                actions: np.ndarray) -> None:
+    """jit == no-jit, and game 0 alone == game 0 of the vmapped batch."""
+    one = jax.tree.map(lambda x: jnp.asarray(np.asarray(x)[0]), batch_states)
+    eager = env.step(one, jnp.int32(actions[0]))
+    jitted = jitted_step(one, jnp.int32(actions[0]))
+    from_batch = jax.tree.map(lambda x: np.asarray(x)[0],
+                              batch_step(batch_states, jnp.asarray(actions)))
+    _assert_trees_equal(env, eager, jitted, "eager and jitted steps")
+    _assert_trees_equal(env, eager, from_batch, "a single step and the vmapped batch's")
+    if not np.array_equal(env.observe(one), np.asarray(batch_observe(batch_states))[0]):
+        raise _fail(env, "a single observation and the vmapped batch's differ")

@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from envs.core import Env, status_line
+from envs.core import BoardView, Cell, Env, status_line
 
 __all__ = ["State", "ConnectFour"]
 
@@ -52,6 +52,8 @@ _LINES_THROUGH = _lines_through_each_cell(_LINES)
 
 @struct.dataclass
 class State:
+    """A connect-four position (the `GameState` fields and the board)."""
+
     current_player: jax.Array  # int32 []
     legal_action_mask: jax.Array  # bool [7]
     rewards: jax.Array  # float32 [2]
@@ -62,10 +64,15 @@ class State:
 
 
 class ConnectFour(Env):
+    """Connect four, 7 columns x 6 rows: 7 actions (the columns), player 0 (X, red) first."""
+
     name = "connect_four"
     num_actions = COLS
     observation_shape = (ROWS, COLS, 2)
     max_game_length = ROWS * COLS
+    player_names = ("Red (X)", "Yellow (O)")
+    title = "Connect four"
+    move_hint = "a column 1-7 (1 = left)"
 
     def _init(self) -> State:
         return State(
@@ -108,18 +115,37 @@ class ConnectFour(Env):
         return jnp.stack([obs, obs[:, ::-1]]), jnp.stack([policy, policy[::-1]])
 
     def render(self, state: State) -> str:
+        """The board (X, O, `.` empty, top row first), the column numbers, the status line."""
         board = np.asarray(state.board)
         glyph = {EMPTY: ".", 0: "X", 1: "O"}
         rows = [" ".join(glyph[int(v)] for v in row) for row in board]
         footer = " ".join(str(c + 1) for c in range(COLS))
         return "\n".join([*rows, footer, status_line(state, _board_winner(board), ("X", "O"))])
 
+    def board_view(self, state: State) -> BoardView:
+        """6 x 7 cells, top row first: red and yellow stones, the column numbers above."""
+        board = np.asarray(state.board).reshape(-1)
+        cells = tuple(Cell(player=None if v == EMPTY else int(v)) for v in board)
+        return BoardView(rows=ROWS, cols=COLS, cells=cells, pieces="disc",
+                         colors=("#d33", "#f2c200"),
+                         column_labels=tuple(str(c + 1) for c in range(COLS)))
+
+    def action_clicks(self, action: int) -> tuple[tuple[int, ...], ...]:
+        """One click anywhere in the action's column."""
+        return (tuple(r * COLS + int(action) for r in range(ROWS)),)
+
+    def describe_illegal(self, state: State, action: int) -> str:
+        """`column 4 is full`."""
+        return f"column {self.action_to_str(action)} is full"
+
     def action_to_str(self, action: int) -> str:
+        """The column number 1-7 of action id 0-6; ValueError outside 0-6."""
         if not 0 <= int(action) < COLS:
             raise ValueError(f"connect-four action id must be 0-6, got {action}")
         return str(int(action) + 1)
 
     def str_to_action(self, text: str) -> int:
+        """The action id of a column number `1`-`7`; ValueError naming a bad one."""
         text = text.strip()
         if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= COLS:
             raise ValueError(f"a connect-four move is a column number 1-7, got {text!r}")

@@ -15,16 +15,17 @@ Shared semantics (written once here, in `Env.step`):
 from __future__ import annotations
 
 import abc
+import dataclasses
 import functools
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any, ClassVar, Protocol
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["Env", "GameState", "jitted_step", "material_lead", "play_moves", "positions_along",
-           "status_line", "tree_select"]
+__all__ = ["BoardView", "Cell", "Env", "GameState", "jitted_step", "material_lead", "play_moves",
+           "positions_along", "status_line", "tree_select", "winner_of"]
 
 
 class GameState(Protocol):
@@ -37,45 +38,137 @@ class GameState(Protocol):
     truncated: jax.Array  # bool []
     step_count: jax.Array  # int32 []
 
-    def replace(self, **kwargs: Any) -> GameState: ...
+    def replace(self, **kwargs: Any) -> GameState:
+        """A copy with the named fields replaced (flax `struct.dataclass`'s `replace`)."""
 
 
 def tree_select(pred: jax.Array, on_true: Any, on_false: Any) -> Any:
-    """Per-leaf `jnp.where(pred, on_true, on_false)` for two pytrees of one structure."""
+    """Per-leaf `jnp.where(pred, on_true, on_false)` for two pytrees of one structure.
+
+    Args:
+      pred: bool, broadcastable against every leaf (`[]` for one game, `[B]` under vmap).
+      on_true: a pytree, chosen where `pred` holds.
+      on_false: a pytree of the same structure and shapes.
+
+    Returns:
+      A pytree of that structure.
+    """
     return jax.tree.map(lambda t, f: jnp.where(pred, t, f), on_true, on_false)
 
 
 def material_lead(material: jax.Array, player: jax.Array) -> jax.Array:
-    """float32 [B]: `player`'s (int32 [B]) material minus the other player's, from
-    `material` float32 [B, 2] by player id (`Env.material`)."""
+    """One player's material lead over the other.
+
+    Args:
+      material: float32 [B, 2], by player id (`Env.material`).
+      player: int32 [B], the player whose lead is wanted.
+
+    Returns:
+      float32 [B]: `player`'s material minus the other player's.
+    """
     mine = jnp.take_along_axis(material, player[:, None], axis=1)[:, 0]
     theirs = jnp.take_along_axis(material, 1 - player[:, None], axis=1)[:, 0]
     return mine - theirs
 
 
+@dataclasses.dataclass(frozen=True)
+class Cell:
+    """One square of a `BoardView`, as a page draws it.
+
+    Attributes:
+      player: the player id (0 or 1) whose piece stands here, or None for an empty square.
+      label: text written on the piece (`X`, `K` for a king), or "".
+      note: small text in the square's corner (its number in the game's notation), or "".
+      shade: "light", "dark" or "" (a board of one colour).
+    """
+
+    player: int | None = None
+    label: str = ""
+    note: str = ""
+    shade: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class BoardView:
+    """A game-independent picture of one position: a grid of `Cell`s, row-major from the top
+    left, for pages and terminals that know no game (`Env.board_view`).
+
+    Attributes:
+      rows: R, the number of rows.
+      cols: C, the number of columns.
+      cells: R * C cells, row-major, row 0 on top.
+      pieces: "disc" (round stones or men) or "mark" (a glyph such as X / O, drawn as text).
+      colors: a CSS colour per player id, for the pieces.
+      column_labels: C labels drawn above the columns (connect four's column numbers), or ().
+    """
+
+    rows: int
+    cols: int
+    cells: tuple[Cell, ...]
+    pieces: str = "disc"
+    colors: tuple[str, str] = ("#d33", "#2a6fb0")
+    column_labels: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        """The view as plain JSON types (lists, dicts, strings, ints, None)."""
+        return dataclasses.asdict(self)
+
+
 class Env(abc.ABC):
     """A two-player, perfect-information board game as pure functions over a `State` pytree.
 
-    Subclasses implement `_init`, `_apply_legal_action`, `observe`, `render`, `symmetries` and
-    the human-notation pair `action_to_str` / `str_to_action`.
+    Subclasses implement `_init`, `_apply_legal_action`, `observe` and `symmetries`. For people
+    (`azjax play`, `azjax serve`) they may also override, each with a working default:
+      - notation: `action_to_str` / `str_to_action` (default: action ids), `format_move` and
+        `parse_move` for a whole turn of several actions, `legal_moves`, `describe_illegal`;
+      - labels: `title`, `player_names`, `move_hint`;
+      - drawing: `render` (text; default: a grid from `board_view`, else a status line),
+        `board_view` (a `BoardView`, default None) and `action_clicks` (which cells a click
+        plays each action from, default none).
+
+    Attributes:
+      name: the game id (`envs.make(name)`).
+      num_actions: A, the number of action ids.
+      observation_shape: the shape of `observe`'s output.
+      num_players: always 2.
+      max_game_length: longest possible game in steps (0 = unbounded); self-play truncates
+        longer games.
+      player_names: how people call player 0 and player 1 (`X` / `O`, `Black (b)` ...).
     """
 
     name: ClassVar[str]
     num_actions: ClassVar[int]
     observation_shape: ClassVar[tuple[int, ...]]
     num_players: ClassVar[int] = 2
-    # Longest possible game in steps (0 = unbounded); self-play truncates games longer than this.
     max_game_length: ClassVar[int] = 0
+    player_names: ClassVar[tuple[str, str]] = ("player 0", "player 1")
 
     # ---- the public, shared API -------------------------------------------------------------
 
     def init(self, key: jax.Array) -> GameState:
-        """The initial position. `key` is accepted for API symmetry; our games start fixed."""
+        """The initial position.
+
+        Args:
+          key: a PRNG key, accepted for API symmetry (our games start fixed; pgx's draw their
+            first mover).
+
+        Returns:
+          The initial state, player 0 to move.
+        """
         del key
         return self._init()
 
     def step(self, state: GameState, action: jax.Array) -> GameState:
-        """Plays `action` (int32 []) for `state.current_player`; pure and branch-free."""
+        """Plays `action` for `state.current_player`; pure and branch-free (see the module
+        docstring: illegal actions forfeit, finished games stay as they are).
+
+        Args:
+          state: one game's state (vmap for a batch).
+          action: int32 [], an action id.
+
+        Returns:
+          The next state, `step_count` one higher (unless the game was over).
+        """
         action = jnp.asarray(action, jnp.int32)
         in_range = (action >= 0) & (action < self.num_actions)
         safe_action = jnp.clip(action, 0, self.num_actions - 1)
@@ -98,21 +191,46 @@ class Env(abc.ABC):
 
     def random_start(self, key: jax.Array) -> GameState:
         """A random live position, for self-play to start some games from
-        (`selfplay.random_start_prob`). A game without such a distribution raises
-        NotImplementedError."""
+        (`selfplay.random_start_prob`).
+
+        Args:
+          key: a PRNG key.
+
+        Returns:
+          One live state.
+
+        Raises:
+          NotImplementedError: for a game without such a distribution (the default).
+        """
         del key
         raise NotImplementedError(f"{self.name} has no random start positions")
 
     def material(self, state: GameState) -> jax.Array:
-        """float32 [2]: each player's material (by player id), scaled so a side's starting
-        material is 1; the auxiliary training target `train.material_loss_weight` learns the
-        game's final difference. A game without such a count raises NotImplementedError."""
+        """Each player's material, scaled so a side's starting material is 1; the auxiliary
+        training target `train.material_loss_weight` learns the game's final difference.
+
+        Args:
+          state: one game's state.
+
+        Returns:
+          float32 [2], by player id.
+
+        Raises:
+          NotImplementedError: for a game without such a count (the default).
+        """
         del state
         raise NotImplementedError(f"{self.name} has no material count")
 
     def supports(self, optional: str) -> bool:
-        """Whether this game implements the optional method named `optional` ("random_start"
-        or "material"); traced on abstract values, so nothing is computed."""
+        """Whether this game implements an optional jit-able method; traced on abstract
+        values, so nothing is computed.
+
+        Args:
+          optional: "random_start" or "material".
+
+        Returns:
+          False when the method raises NotImplementedError.
+        """
         key = jax.random.PRNGKey(0)
         argument = key if optional == "random_start" else jax.eval_shape(self.init, key)
         try:
@@ -123,26 +241,126 @@ class Env(abc.ABC):
 
     @abc.abstractmethod
     def observe(self, state: GameState) -> jax.Array:
-        """float32 `observation_shape`, from the view of the player to move."""
+        """The network's input for one state, from the view of the player to move.
+
+        Args:
+          state: one game's state.
+
+        Returns:
+          float32 `observation_shape`.
+        """
 
     @abc.abstractmethod
     def symmetries(self, obs: jax.Array, policy: jax.Array) -> tuple[jax.Array, jax.Array]:
-        """All symmetric copies of one (obs, policy) pair: ([S, *obs], [S, A]); copy 0 = input."""
+        """All symmetric copies of one (observation, policy) pair.
 
-    @abc.abstractmethod
-    def render(self, state: GameState) -> str:
-        """A board a person can read, labelled in the game's human notation."""
+        Args:
+          obs: float32 `observation_shape`.
+          policy: [A], over the action ids.
 
-    @abc.abstractmethod
+        Returns:
+          ([S, *observation_shape], [S, A]); copy 0 is the input, every policy copy a
+          permutation of the input's entries.
+        """
+
+    # ---- for people: notation, labels and drawing (host side, one unbatched state) -----------
+
+    @property
+    def title(self) -> str:
+        """The game's name for people (`Connect four`); default: its id."""
+        return self.name
+
+    @property
+    def move_hint(self) -> str:
+        """How to type a move, for a prompt (`a column 1-7 (1 = left)`)."""
+        return f"an action id 0-{self.num_actions - 1}"
+
     def action_to_str(self, action: int) -> str:
-        """Human notation for an action id (e.g. tic-tac-toe cell `5`)."""
+        """Human notation for an action id (e.g. tic-tac-toe cell `5`); default: the id.
 
-    @abc.abstractmethod
+        Raises:
+          ValueError: for an id outside 0..A-1.
+        """
+        if not 0 <= int(action) < self.num_actions:
+            raise ValueError(f"{self.name} action ids are 0-{self.num_actions - 1}, got {action}")
+        return str(int(action))
+
     def str_to_action(self, text: str) -> int:
-        """Inverse of `action_to_str`; raises ValueError naming what was wrong."""
+        """Inverse of `action_to_str`.
+
+        Raises:
+          ValueError: naming what was wrong with `text`.
+        """
+        text = text.strip()
+        if not (text.isascii() and text.isdigit()) or not 0 <= int(text) < self.num_actions:
+            raise ValueError(f"a {self.name} move is an action id 0-{self.num_actions - 1}, "
+                             f"got {text!r}")
+        return int(text)
+
+    def format_move(self, actions: Sequence[int]) -> str:
+        """One player's whole turn (its successive action ids) in human notation; default:
+        each action's notation, separated by spaces."""
+        return " ".join(self.action_to_str(int(a)) for a in actions)
+
+    def legal_moves(self, state: GameState) -> dict[str, list[int]]:
+        """Every whole legal turn of the player to move: its notation -> its action ids;
+        {} for a finished game. Default: one action per turn, in action order."""
+        if bool(state.terminated | state.truncated):
+            return {}
+        legal = np.flatnonzero(np.asarray(state.legal_action_mask)).tolist()
+        return {self.format_move([a]): [a] for a in legal}
+
+    def describe_illegal(self, state: GameState, action: int) -> str:
+        """Why a well-formed action is not legal in `state` (`column 4 is full`)."""
+        del state
+        return f"{self.action_to_str(action)!r} is not legal here"
+
+    def parse_move(self, state: GameState, text: str) -> list[int]:
+        """The action ids of one whole turn typed in the game's notation.
+
+        Raises:
+          ValueError: saying why (game over, malformed, not legal here), with the legal moves.
+        """
+        if bool(state.terminated | state.truncated):
+            raise ValueError("the game is over")
+        names = ", ".join(self.legal_moves(state))
+        try:
+            action = self.str_to_action(text)
+        except ValueError as error:
+            raise ValueError(f"{error}; legal moves: {names}") from None
+        if not bool(np.asarray(state.legal_action_mask)[action]):
+            raise ValueError(f"{self.describe_illegal(state, action)}; legal moves: {names}")
+        return [action]
+
+    def board_view(self, state: GameState) -> BoardView | None:
+        """The position as a grid of cells for a page to draw; None (the default) when the
+        game has no picture, so pages show `render`'s text and the legal moves instead."""
+        del state
+        return None
+
+    def action_clicks(self, action: int) -> tuple[tuple[int, ...], ...]:
+        """The clicks that play `action` on `board_view`'s grid: one tuple of cell indices
+        (row * cols + col) per click, any cell of a tuple will do. `((4,),)`: one click on cell
+        4; `((8,), (12,))`: a piece on cell 8, then cell 12. Default `()`: not by clicking."""
+        del action
+        return ()
+
+    def render(self, state: GameState) -> str:
+        """A board a person can read, labelled in the game's notation, and who moves or how
+        the game ended. Default: `board_view`'s grid (`.` empty, else the piece's label or
+        player name's initial) when there is one, then the status line."""
+        lines = [f"{self.title}, step {int(state.step_count)}"]
+        view = self.board_view(state)
+        if view is not None:
+            glyphs = [c.label or ("." if c.player is None else self.player_names[c.player][0])
+                      for c in view.cells]
+            lines = [" ".join(glyphs[r * view.cols:(r + 1) * view.cols])
+                     for r in range(view.rows)]
+        return "\n".join([*lines, status_line(state, winner_of(state), self.player_names)])
 
     @property
     def num_symmetries(self) -> int:
+        """S, the number of symmetric copies `symmetries` returns."""
         obs = jnp.zeros(self.observation_shape, jnp.float32)
         return int(self.symmetries(obs, jnp.zeros(self.num_actions))[1].shape[0])
 
@@ -161,8 +379,26 @@ class Env(abc.ABC):
         `terminated`. `Env.step` handles illegal actions, finished games and `step_count`."""
 
 
+def winner_of(state: GameState) -> int | None:
+    """The winning player id of a finished game (from its last step's `rewards`), None for a
+    draw or a game still running. Host side, one unbatched state."""
+    rewards = np.asarray(state.rewards)
+    if not bool(state.terminated | state.truncated) or not rewards.any():
+        return None
+    return int(np.argmax(rewards))
+
+
 def status_line(state: GameState, winner: int | None, names: tuple[str, str]) -> str:
-    """The line under a rendered board: who moves, or how the game ended."""
+    """The line under a rendered board: who moves, or how the game ended.
+
+    Args:
+      state: one unbatched state.
+      winner: the winning player id, None for a draw (read only when the game is over).
+      names: how people call player 0 and player 1.
+
+    Returns:
+      `X to move.`, `Game over: X wins.` or `Game over: draw.`
+    """
     if bool(state.terminated | state.truncated):
         return "Game over: draw." if winner is None else f"Game over: {names[winner]} wins."
     return f"{names[int(state.current_player)]} to move."
@@ -171,13 +407,27 @@ def status_line(state: GameState, winner: int | None, names: tuple[str, str]) ->
 @functools.cache
 def jitted_step(env: Env):
     """The env's single-game `step(state, action)`, jitted once per env (for host loops that
-    play one game move by move: replays, play, serving)."""
+    play one game move by move: replays, play, serving).
+
+    Args:
+      env: a hashable `Env`.
+
+    Returns:
+      `jax.jit(env.step)`, the same object for every call with this env.
+    """
     return jax.jit(env.step)
 
 
 def positions_along(env: Env, actions) -> Iterator[GameState]:
-    """The initial position, then the position after each move of a move list (action ids),
-    each move checked before it is played.
+    """The initial position, then the position after each move of a move list, each move
+    checked before it is played.
+
+    Args:
+      env: the game.
+      actions: an iterable of action ids.
+
+    Yields:
+      Unbatched states: len(actions) + 1 of them.
 
     Raises (when the iteration reaches the bad move):
       ValueError: naming the move index, the move and the legal moves, when a move is illegal
@@ -201,9 +451,17 @@ def positions_along(env: Env, actions) -> Iterator[GameState]:
 
 
 def random_positions(env: Env, key: jax.Array, num_games: int, plies: int) -> GameState:
-    """`num_games` states [num_games] after `plies` uniformly random legal moves each.
+    """Positions after uniformly random legal moves; games that end early stay as they ended.
+    Jit-able (`num_games` and `plies` static).
 
-    Games that end early stay as they ended. Jit-able (`num_games` and `plies` static).
+    Args:
+      env: the game.
+      key: a PRNG key.
+      num_games: B, the number of games.
+      plies: the number of random steps each game takes.
+
+    Returns:
+      A batch of states, leaves [B, ...].
     """
     def play(states, k):
         actions = jax.random.categorical(k, jnp.where(states.legal_action_mask, 0.0, -jnp.inf))
@@ -216,7 +474,14 @@ def random_positions(env: Env, key: jax.Array, num_games: int, plies: int) -> Ga
 
 
 def play_moves(env: Env, actions) -> GameState:
-    """Plays a move list (action ids) from the initial position; the final position.
+    """Plays a move list (action ids) from the initial position.
+
+    Args:
+      env: the game.
+      actions: an iterable of action ids.
+
+    Returns:
+      The final position (one unbatched state).
 
     Raises:
       ValueError: as `positions_along`.

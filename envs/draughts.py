@@ -46,7 +46,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from envs.core import Env, jitted_step, status_line, tree_select
+from envs.core import BoardView, Cell, Env, jitted_step, status_line, tree_select
 
 __all__ = ["Draughts", "State", "action_to_openspiel", "openspiel_to_action"]
 
@@ -145,7 +145,7 @@ _FROM_OPENSPIEL = {int(o): a for a, o in enumerate(OPENSPIEL_IDS)}
 
 
 def action_to_openspiel(action: int) -> int:
-    """OpenSpiel `checkers` action id (0-511) of our action id (0-169)."""
+    """OpenSpiel `checkers` action id (0-511) of our action id (0-169); ValueError outside."""
     if not 0 <= int(action) < NUM_ACTIONS:
         raise ValueError(f"draughts action id must be 0-{NUM_ACTIONS - 1}, got {action}")
     return int(OPENSPIEL_IDS[int(action)])
@@ -161,6 +161,9 @@ def openspiel_to_action(openspiel_id: int) -> int:
 
 @struct.dataclass
 class State:
+    """A draughts position: the `GameState` fields, three bitboards, the capture in progress
+    and the draw counter."""
+
     current_player: jax.Array  # int32 []
     legal_action_mask: jax.Array  # bool [170]
     rewards: jax.Array  # float32 [2]
@@ -231,7 +234,12 @@ def _capture_planes(mine, theirs, kings, player) -> jax.Array:
 
 
 class Draughts(Env):
+    """English draughts (see the module docstring): 170 actions, Black (player 0) first."""
+
     num_actions = NUM_ACTIONS
+    player_names = ("Black (b)", "White (w)")
+    title = "Draughts"
+    move_hint = "PDN such as 9-13, or a whole capture 9x18x27"
 
     def __init__(self, draw_rule: str = "openspiel", planes: str = "basic") -> None:
         """`planes`: "basic" (7 planes, the game's id `draughts`) or "tactics" (11: the basic
@@ -485,6 +493,26 @@ class Draughts(Env):
         lines.append(f"Draw counter: {int(state.counter)}/{self.draw_limit} ({self.draw_rule}).")
         return "\n".join(lines)
 
+    def board_view(self, state: State) -> BoardView:
+        """8 x 8 cells, row 0 on top as in the module's diagram: dark squares noted with their
+        PDN number, black and white men, kings labelled `K`."""
+        board = self.board(state)
+        cells = []
+        for row in range(8):
+            for col in range(8):
+                sq = _rc_square(row, col)
+                value = int(board[sq]) if sq >= 0 else 0
+                cells.append(Cell(shade="light") if sq < 0 else Cell(
+                    player=None if value == 0 else int(value < 0),
+                    label="K" if abs(value) == 2 else "", note=str(sq + 1), shade="dark"))
+        return BoardView(rows=8, cols=8, cells=tuple(cells), pieces="disc",
+                         colors=("#222", "#fafafa"))
+
+    def action_clicks(self, action: int) -> tuple[tuple[int, ...], ...]:
+        """Two clicks: the piece's square, then the square it moves or jumps to."""
+        f, t = (_square_rc(int(sq)) for sq in _ACTIONS[int(action), :2])
+        return ((f[0] * 8 + f[1],), (t[0] * 8 + t[1],))
+
     def action_to_str(self, action: int) -> str:
         """`9-13` for a simple move, `9x18` for one jump."""
         if not 0 <= int(action) < NUM_ACTIONS:
@@ -493,6 +521,7 @@ class Draughts(Env):
         return f"{f + 1}{'x' if jump else '-'}{t + 1}"
 
     def str_to_action(self, text: str) -> int:
+        """The action id of one move `9-13` or one jump `9x18`; ValueError naming a bad one."""
         text = text.strip()
         found = re.fullmatch(r"([0-9]{1,2})([-x])([0-9]{1,2})", text)
         if found is None:
@@ -545,7 +574,11 @@ class Draughts(Env):
         raise ValueError(f"{text!r} is {why}; legal moves: {', '.join(moves)}")
 
     def format_move(self, actions) -> str:
-        """PDN of successive action ids by one player: [`9x18`, `18x27`] -> `9x18x27`."""
+        """PDN of successive action ids by one player: [`9x18`, `18x27`] -> `9x18x27`.
+
+        Raises:
+          ValueError: when the actions do not chain into one move.
+        """
         names = [self.action_to_str(int(a)) for a in actions]
         if len(names) == 1:
             return names[0]

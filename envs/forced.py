@@ -16,17 +16,25 @@ Under `jax.vmap` the loop runs until the longest forced chain of the batch has b
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 
 import jax
 import jax.numpy as jnp
 
-from envs.core import Env, GameState, tree_select
+from envs.core import BoardView, Env, GameState, tree_select
 
 __all__ = ["ForcedMovesPlayed", "forced_moves_played", "is_forced", "play_forced_moves"]
 
 
 def is_forced(state: GameState) -> jax.Array:
-    """bool []: the game is live and has exactly one legal action."""
+    """Whether a state's only choice is forced.
+
+    Args:
+      state: one game's state.
+
+    Returns:
+      bool []: the game is live and has exactly one legal action.
+    """
     live = ~(state.terminated | state.truncated)
     return live & (jnp.sum(state.legal_action_mask, dtype=jnp.int32) == 1)
 
@@ -34,8 +42,13 @@ def is_forced(state: GameState) -> jax.Array:
 def play_forced_moves(env: Env, state: GameState) -> GameState:
     """Plays the only legal action while there is exactly one (ONE game; vmap for a batch).
 
-    The returned state is live with >= 2 legal actions, or finished. Its `rewards` are those of
-    the last action played: every earlier one was non-terminal, so they sum to the same.
+    Args:
+      env: the game.
+      state: one game's state.
+
+    Returns:
+      A state live with >= 2 legal actions, or finished. Its `rewards` are those of the last
+      action played: every earlier one was non-terminal, so they sum to the same.
     """
     return jax.lax.while_loop(
         is_forced, lambda s: env.step(s, jnp.argmax(s.legal_action_mask)), state)
@@ -56,36 +69,103 @@ class ForcedMovesPlayed(Env):
         self.num_actions = env.num_actions
         self.observation_shape = env.observation_shape
         self.max_game_length = env.max_game_length
+        self.player_names = env.player_names
 
     def init(self, key: jax.Array) -> GameState:
+        """The base game's initial position with its forced moves played.
+
+        Args:
+          key: a PRNG key, as the base game's `init`.
+
+        Returns:
+          A decision or a finished game.
+        """
         return play_forced_moves(self.base, self.base.init(key))
 
     def step(self, state: GameState, action: jax.Array) -> GameState:
+        """The base game's step, then every forced action after it.
+
+        Args:
+          state: one game's state.
+          action: int32 [], an action id.
+
+        Returns:
+          A decision or a finished game.
+        """
         return play_forced_moves(self.base, self.base.step(state, action))
 
     def random_start(self, key: jax.Array) -> GameState:
         """The base game's random start with its forced moves played; where they end the game
-        (a forced capture of the last piece), the initial position instead."""
+        (a forced capture of the last piece), the initial position instead.
+
+        Args:
+          key: a PRNG key.
+
+        Returns:
+          One live state.
+        """
         start = play_forced_moves(self.base, self.base.random_start(key))
         return tree_select(start.terminated | start.truncated, self.init(key), start)
 
     def observe(self, state: GameState) -> jax.Array:
+        """The base game's observation: float32 `observation_shape`."""
         return self.base.observe(state)
 
     def material(self, state: GameState) -> jax.Array:
+        """The base game's material: float32 [2] by player id."""
         return self.base.material(state)
 
     def symmetries(self, obs: jax.Array, policy: jax.Array) -> tuple[jax.Array, jax.Array]:
+        """The base game's symmetries: ([S, *observation_shape], [S, A])."""
         return self.base.symmetries(obs, policy)
 
+    # People see the base game: its positions and notation are the same.
+
+    @property
+    def title(self) -> str:
+        """The base game's title."""
+        return self.base.title
+
+    @property
+    def move_hint(self) -> str:
+        """The base game's move hint."""
+        return self.base.move_hint
+
     def render(self, state: GameState) -> str:
+        """The base game's text board."""
         return self.base.render(state)
 
+    def board_view(self, state: GameState) -> BoardView | None:
+        """The base game's board view."""
+        return self.base.board_view(state)
+
+    def action_clicks(self, action: int) -> tuple[tuple[int, ...], ...]:
+        """The base game's clicks for `action`."""
+        return self.base.action_clicks(action)
+
     def action_to_str(self, action: int) -> str:
+        """The base game's notation of one action."""
         return self.base.action_to_str(action)
 
     def str_to_action(self, text: str) -> int:
+        """The base game's parse of one action; ValueError as its."""
         return self.base.str_to_action(text)
+
+    def format_move(self, actions: Sequence[int]) -> str:
+        """The base game's notation of one whole turn."""
+        return self.base.format_move(actions)
+
+    def legal_moves(self, state: GameState) -> dict[str, list[int]]:
+        """The base game's whole legal turns: notation -> action ids."""
+        return self.base.legal_moves(state)
+
+    def describe_illegal(self, state: GameState, action: int) -> str:
+        """The base game's reason why `action` is illegal."""
+        return self.base.describe_illegal(state, action)
+
+    def parse_move(self, state: GameState, text: str) -> list[int]:
+        """The base game's parse of one whole turn; ValueError as its."""
+        return self.base.parse_move(state, text)
 
     def _init(self) -> GameState:  # pragma: no cover - `init` is overridden
         return self.base._init()
@@ -100,5 +180,12 @@ class ForcedMovesPlayed(Env):
 @functools.cache
 def forced_moves_played(env: Env) -> ForcedMovesPlayed:
     """One shared `ForcedMovesPlayed` per base env, so jitted callers that take the env as a
-    static argument compile once."""
+    static argument compile once.
+
+    Args:
+      env: the base game (not itself a `ForcedMovesPlayed`).
+
+    Returns:
+      The same wrapper object for every call with this env.
+    """
     return ForcedMovesPlayed(env)

@@ -22,6 +22,8 @@ __all__ = ["PgxEnv", "from_pgx"]
 
 @struct.dataclass
 class PgxState:
+    """A pgx state inside the azjax `GameState` fields, player ids relabelled."""
+
     current_player: jax.Array  # int32 []: relabelled, 0 = the first mover
     legal_action_mask: jax.Array  # bool [A]
     rewards: jax.Array  # float32 [2], relabelled
@@ -67,7 +69,20 @@ class PgxEnv(Env):
             inner=inner,
         )
 
+    @property
+    def title(self) -> str:
+        """pgx's id of the game (`othello`)."""
+        return self.pgx_env.id
+
     def init(self, key: jax.Array) -> PgxState:
+        """pgx's initial state, relabelled so that its first mover is player 0.
+
+        Args:
+          key: a PRNG key: pgx draws its first mover from it.
+
+        Returns:
+          The initial state.
+        """
         inner = self.pgx_env.init(key)
         return self._wrap(inner, inner.current_player.astype(jnp.int32), jnp.int32(0))
 
@@ -79,32 +94,31 @@ class PgxEnv(Env):
         return self._wrap(inner, state.first_mover, state.step_count)
 
     def observe(self, state: PgxState) -> jax.Array:
+        """pgx's observation for the player to move: float32 `observation_shape`."""
         obs = self.pgx_env.observe(state.inner)  # the player to move's view
         return obs.astype(jnp.float32)
 
     def symmetries(self, obs: jax.Array, policy: jax.Array) -> tuple[jax.Array, jax.Array]:
+        """The identity only: ([1, *observation_shape], [1, A])."""
         return obs[None], policy[None]
-
-    def render(self, state: PgxState) -> str:
-        return (f"{self.name}: step {int(state.step_count)}, player "
-                f"{int(state.current_player)} to move")
-
-    def action_to_str(self, action: int) -> str:
-        if not 0 <= int(action) < self.num_actions:
-            raise ValueError(f"{self.name} action ids are 0-{self.num_actions - 1}, got {action}")
-        return str(int(action))
-
-    def str_to_action(self, text: str) -> int:
-        text = text.strip()
-        if not text.isdigit() or not 0 <= int(text) < self.num_actions:
-            raise ValueError(f"a {self.name} move is an action id 0-{self.num_actions - 1}, "
-                             f"got {text!r}")
-        return int(text)
 
     def __repr__(self) -> str:
         return f"from_pgx(pgx.make({self.pgx_env.id!r}))"
 
 
 def from_pgx(pgx_env, *, max_game_length: int = 0) -> PgxEnv:
-    """Wraps a pgx environment (`pgx.make(id)`); `max_game_length` bounds self-play games."""
+    """Wraps a pgx environment as an azjax `Env` (notation: action ids; text rendering: the
+    base class's status line).
+
+    Args:
+      pgx_env: a two-player, deterministic, perfect-information pgx environment
+        (`pgx.make(id)`).
+      max_game_length: the longest game in steps, 0 if unknown; bounds self-play games.
+
+    Returns:
+      A `PgxEnv`.
+
+    Raises:
+      ValueError: for a game with other than two players, chance or hidden information.
+    """
     return PgxEnv(pgx_env, max_game_length=max_game_length)

@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from envs.core import Env, status_line
+from envs.core import BoardView, Cell, Env, status_line
 
 __all__ = ["State", "TicTacToe"]
 
@@ -43,6 +43,8 @@ _SYMMETRY_MAPS = _dihedral_cell_maps()
 
 @struct.dataclass
 class State:
+    """A tic-tac-toe position (the `GameState` fields and the board)."""
+
     current_player: jax.Array  # int32 []
     legal_action_mask: jax.Array  # bool [9]
     rewards: jax.Array  # float32 [2]
@@ -53,10 +55,15 @@ class State:
 
 
 class TicTacToe(Env):
+    """Tic-tac-toe on a 3 x 3 board: 9 actions (the cells), X (player 0) moves first."""
+
     name = "tic_tac_toe"
     num_actions = 9
     observation_shape = (3, 3, 2)
     max_game_length = 9
+    player_names = ("X", "O")
+    title = "Tic-tac-toe"
+    move_hint = "a cell 1-9 (1 = top left, 9 = bottom right)"
 
     def _init(self) -> State:
         return State(
@@ -97,6 +104,7 @@ class TicTacToe(Env):
         return sym_obs, policy[_SYMMETRY_MAPS]
 
     def render(self, state: State) -> str:
+        """The 3 x 3 grid (X, O, or an empty cell's number 1-9) and the status line."""
         board = np.asarray(state.board)
         marks = {EMPTY: None, 0: "X", 1: "O"}
         cells = [marks[int(v)] or str(i + 1) for i, v in enumerate(board)]
@@ -104,12 +112,29 @@ class TicTacToe(Env):
         board_text = "\n---+---+---\n".join(rows)
         return board_text + "\n" + status_line(state, _board_winner(board), ("X", "O"))
 
+    def board_view(self, state: State) -> BoardView:
+        """3 x 3 cells: X / O marks, an empty cell noted with its number 1-9."""
+        board = np.asarray(state.board)
+        cells = tuple(Cell(player=None, note=str(i + 1)) if v == EMPTY else
+                      Cell(player=int(v), label="XO"[int(v)]) for i, v in enumerate(board))
+        return BoardView(rows=3, cols=3, cells=cells, pieces="mark")
+
+    def action_clicks(self, action: int) -> tuple[tuple[int, ...], ...]:
+        """One click on the action's own cell."""
+        return ((int(action),),)
+
+    def describe_illegal(self, state: State, action: int) -> str:
+        """`cell 5 is already taken`."""
+        return f"cell {self.action_to_str(action)} is already taken"
+
     def action_to_str(self, action: int) -> str:
+        """The cell number 1-9 of action id 0-8; ValueError outside 0-8."""
         if not 0 <= int(action) < 9:
             raise ValueError(f"tic-tac-toe action id must be 0-8, got {action}")
         return str(int(action) + 1)
 
     def str_to_action(self, text: str) -> int:
+        """The action id of a cell number `1`-`9`; ValueError naming a bad one."""
         text = text.strip()
         if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= 9:
             raise ValueError(f"a tic-tac-toe move is a cell number 1-9, got {text!r}")

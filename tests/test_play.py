@@ -7,16 +7,20 @@ import subprocess
 import sys
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from conftest import REPO_ROOT
-from play_server import HUMAN_JUMP_LINE
+from flax import struct
+from play_server import HUMAN_JUMP_LINE, PlayServer
 from typer.testing import CliRunner
 
 import envs
 from azjax.apps.cli import app
-from azjax.apps.terminal import HINTS, hints_for, parse_start
-from azjax.apps.turns import parse_human_move, top_moves, winner_of
+from azjax.apps.serve import GameService
+from azjax.apps.terminal import parse_start, play_terminal
+from azjax.apps.turns import top_moves, untrained_agent
+from envs.core import BoardView, Cell, Env, winner_of
 
 # The CLI would switch this process's compilation cache to ~/.cache; keep the tests' one.
 RUNNER = CliRunner(env={"AZJAX_COMPILATION_CACHE": str(REPO_ROOT / ".jax_cache")})
@@ -77,17 +81,17 @@ def test_human_notation_errors_name_the_problem():
     c4 = envs.make("connect_four")
     full = parse_start(c4, "1 1 1 1 1 1")
     with pytest.raises(ValueError, match="column 1 is full; legal moves: 2, 3, 4, 5, 6, 7"):
-        parse_human_move(c4, full, "1")
+        c4.parse_move(full, "1")
     with pytest.raises(ValueError, match="column number 1-7, got '8'.*; legal moves: 2, 3, 4"):
-        parse_human_move(c4, full, "8")
+        c4.parse_move(full, "8")
     ttt = envs.make("tic_tac_toe")
     with pytest.raises(ValueError, match="; legal moves: 2, 3, 5, 6, 7, 8, 9$"):
-        parse_human_move(ttt, parse_start(ttt, "1 4"), "x")
+        ttt.parse_move(parse_start(ttt, "1 4"), "x")
     draughts = envs.make("draughts")
     start = draughts.init(jax.random.PRNGKey(0))
-    assert parse_human_move(draughts, start, "9-13") == [23]
+    assert draughts.parse_move(start, "9-13") == [23]
     with pytest.raises(ValueError, match="looks like '9-13'"):
-        parse_human_move(draughts, start, "9 to 13")
+        draughts.parse_move(start, "9 to 13")
 
 
 def test_winner_and_top_moves():
@@ -112,8 +116,121 @@ def test_ai_turn_reports_the_first_search_and_its_visits():
         ai_turn(agent, turn.state, jax.random.PRNGKey(0), num_simulations=8)
 
 
-def test_variant_ids_take_their_base_games_hints():
+def test_variant_ids_take_their_base_games_names_and_hints():
     """`draughts_tactics` is draughts with more planes: the terminal names its sides and PDN."""
-    assert hints_for(envs.make("draughts_tactics")) == HINTS["draughts"]
-    assert hints_for(envs.make("connect_four")) == HINTS["connect_four"]
-    assert hints_for(envs.make("tic_tac_toe")) == HINTS["tic_tac_toe"]
+    tactics, draughts = envs.make("draughts_tactics"), envs.make("draughts")
+    assert tactics.player_names == draughts.player_names == ("Black (b)", "White (w)")
+    assert tactics.move_hint == draughts.move_hint and "9x18x27" in draughts.move_hint
+    assert envs.make("tic_tac_toe").player_names == ("X", "O")
+
+
+@pytest.fixture(scope="module")
+def take_away_agent():
+    """An untrained agent for `TakeAway`, registered here (a config names its game by id)."""
+    if "take_away" not in envs.available():
+        envs.register("take_away", TakeAway)
+    return untrained_agent("take_away", num_simulations=4)
+
+
+def test_a_game_from_this_module_is_played_in_the_terminal_with_the_defaults(take_away_agent):
+    """`TakeAway` (below, not in envs/) overrides none of the notation: the terminal types
+    action ids, lists the legal ones, names players 0 and 1, renders the board view."""
+    agent = take_away_agent
+    first_lines = ["2", "?"]  # then "0" (take one stone: legal until the end)
+
+    def read(prompt: str) -> str:
+        return "n" if prompt.startswith("Again") else (first_lines.pop(0) if first_lines
+                                                        else "0")
+
+    lines: list[str] = []
+    assert play_terminal(agent, read=read, write=lines.append) == 1
+    text = "\n".join(lines)
+    assert "You play player 0, the AI plays player 1" in text and "Type an action id 0-1" in text
+    assert "Illegal move: a take_away move is an action id 0-1, got '2'; legal moves: 0, 1" \
+        in text
+    assert "Legal moves: 0, 1" in text and "o o o o" in text  # the default rendering
+    assert text.count("Result: ") == 1 and text.endswith("Bye.")
+    # Every turn played, human's and AI's, in action ids: the four stones taken exactly.
+    taken = [int(line.split()[2]) + 1 for line in lines
+             if line.startswith(("You play ", "AI plays ")) and "player" not in line]
+    assert sum(taken) == 4 and len(taken) >= 2
+
+
+def test_a_game_from_this_module_is_served_with_the_defaults(take_away_agent):
+    """The same game behind the JSON API, passed to the service directly: its board view,
+    no clicks (so the page shows a button per legal action), its turns in action ids."""
+    server = PlayServer(GameService({"take_away": take_away_agent}, simulations=(4,)))
+    try:
+        games = server.service.games()["games"]["take_away"]
+        assert games["players"] == ["player 0", "player 1"] and games["labels"] == ["0", "1"]
+        status, position = server.post("/api/state", {"game": "take_away", "moves": [1]})
+        assert status == 200 and position["legal"] == [0, 1] and position["clicks"] == [[], []]
+        assert position["board"]["rows"] == 1 and len(position["board"]["cells"]) == 4
+        assert [c["player"] for c in position["board"]["cells"]] == [0, 0, None, None]
+        assert position["last_cells"] == [2, 3] and position["text"].startswith("o o . .")
+        assert position["history"] == [{"player": 0, "actions": [1], "move": "1"}]
+        status, answer = server.post("/api/move", {"game": "take_away", "moves": [1]})
+        assert status == 200 and answer["moves"][:1] == [1] and answer["move"] in (0, 1)
+        finished = envs.play_moves(take_away_agent.env, answer["moves"])
+        assert answer["terminated"] == bool(finished.terminated)
+        status, answer = server.post("/api/move", {"game": "take_away", "moves": [1, 1]})
+        assert status == 422 and "already over" in answer["error"]
+    finally:
+        server.stop()
+
+
+def test_a_game_from_this_module_renders_by_default_from_its_board_view():
+    env = TakeAway()
+    state = envs.play_moves(env, [1])
+    assert env.render(state).splitlines() == ["o o . .", "player 1 to move."]
+    assert env.parse_move(state, "1") == [1]
+    with pytest.raises(ValueError, match="'1' is not legal here; legal moves: 0$"):
+        env.parse_move(envs.play_moves(env, [1, 0]), "1")
+    envs.check_env(env, num_games=4)
+
+
+@struct.dataclass
+class TakeAwayState:
+    """A pile of stones."""
+
+    current_player: jax.Array
+    legal_action_mask: jax.Array
+    rewards: jax.Array
+    terminated: jax.Array
+    truncated: jax.Array
+    step_count: jax.Array
+    stones: jax.Array  # int32 []
+
+
+class TakeAway(Env):
+    """Four stones; a move takes 1 (action 0) or 2 (action 1); whoever takes the last wins.
+    Only the rules and a board view: every people-facing member is the base class's."""
+
+    name = "take_away"
+    num_actions = 2
+    observation_shape = (5,)
+    max_game_length = 4
+
+    def _init(self):
+        return TakeAwayState(jnp.int32(0), jnp.ones(2, jnp.bool_), jnp.zeros(2, jnp.float32),
+                             jnp.bool_(False), jnp.bool_(False), jnp.int32(0), jnp.int32(4))
+
+    def _apply_legal_action(self, state, action):
+        stones = state.stones - 1 - action
+        mover = state.current_player
+        won = stones == 0
+        rewards = jnp.where(won, jnp.zeros(2).at[mover].set(1.0).at[1 - mover].set(-1.0),
+                            jnp.zeros(2)).astype(jnp.float32)
+        return state.replace(current_player=1 - mover, stones=stones, rewards=rewards,
+                             terminated=won, legal_action_mask=jnp.arange(2) < stones)
+
+    def observe(self, state):
+        return jax.nn.one_hot(state.stones, 5, dtype=jnp.float32)
+
+    def symmetries(self, obs, policy):
+        return obs[None], policy[None]
+
+    def board_view(self, state):
+        stones = int(state.stones)
+        return BoardView(rows=1, cols=4, cells=tuple(
+            Cell(player=None) if i >= stones else Cell(player=0, label="o") for i in range(4)))

@@ -2,10 +2,15 @@
 
     POST /api/move   {"game": "connect_four", "moves": [3, 3, 4], "simulations": 64}
                   -> {"move", "ai_moves", "moves", "value", "policy", "terminated", "winner"}
-    POST /api/state  {"game": ..., "moves": [...]} -> the position, for the page to draw
-    GET  /api/games  the games, their notation, the simulation counts offered, which model
+    POST /api/state  {"game": ..., "moves": [...]} -> the position, for the page to draw:
+                  {"board": the env's `BoardView` or null, "clicks", "legal", "history",
+                   "last_cells", "current_player", "terminated", "winner_player", "text"}
+    GET  /api/games  the games, their titles, player names, notation, the simulation counts
+                  offered, which model
     GET  /           the page (static files shipped in `azjax/apps/static/`)
 
+The page knows no game: it draws the env's `board_view` grid and plays the env's
+`action_clicks`, or shows `render`'s text and a button per legal move when a game has no view.
 Moves are env action ids from the initial position; the player to move is the AI. Bad requests
 answer 4xx with `{"error": "..."}`. The search is deterministic per request: its key is derived
 from (game, moves, simulations), so the same request always gets the same answer, however many
@@ -25,8 +30,8 @@ import jax
 import numpy as np
 
 from azjax.agent import Agent
-from azjax.apps.turns import ai_turn, is_done, load_play_agent, model_label, winner_of
-from envs.core import positions_along
+from azjax.apps.turns import ai_turn, is_done, load_play_agent, model_label
+from envs.core import Env, positions_along, winner_of
 
 __all__ = ["GAMES", "SIMULATIONS", "ApiError", "GameService", "create_app", "run_server"]
 
@@ -49,18 +54,38 @@ def request_key(seed: int, game: str, moves: list[int], simulations: int) -> jax
     return jax.random.fold_in(jax.random.PRNGKey(seed), int.from_bytes(digest[:4], "little") >> 1)
 
 
-def replay(env, moves: list[int]) -> tuple[Any, int | None]:
-    """(state after `moves`, the player who made the last move or None).
+def replay(env: Env, moves: list[int]) -> list[Any]:
+    """The positions along `moves`: the initial one, then one after each move.
 
     Raises:
       ApiError 422: naming the first illegal move and the legal ones.
     """
     try:
-        positions = list(positions_along(env, moves))
+        return list(positions_along(env, moves))
     except ValueError as error:
         raise ApiError(422, f"illegal move list: {error}") from None
-    last_mover = int(positions[-2].current_player) if moves else None
-    return positions[-1], last_mover
+
+
+def turns_of(env: Env, positions: list[Any], moves: list[int]) -> list[dict[str, Any]]:
+    """The move list as whole turns (a multi-jump is one), each with its mover and notation."""
+    turns: list[dict[str, Any]] = []
+    for before, action in zip(positions, moves, strict=False):
+        player = int(before.current_player)
+        if turns and turns[-1]["player"] == player:
+            turns[-1]["actions"].append(action)
+        else:
+            turns.append({"player": player, "actions": [action]})
+    for turn in turns:
+        turn["move"] = env.format_move(turn["actions"])
+    return turns
+
+
+def changed_cells(env: Env, before: Any, view: Any) -> list[int]:
+    """The cells of `view` that differ from `before`'s board view: what the last turn did."""
+    old = env.board_view(before)
+    if old is None or len(old.cells) != len(view.cells):
+        return []
+    return [i for i, (a, b) in enumerate(zip(old.cells, view.cells, strict=True)) if a != b]
 
 
 class GameService:
@@ -105,11 +130,14 @@ class GameService:
     # ---- endpoints -----------------------------------------------------------------------------
 
     def games(self) -> dict[str, Any]:
+        """The games served, with what the page shows of each, and the strengths offered."""
         return {
             "simulations": list(self.simulations),
             "default_simulations": self.default_simulations,
             "games": {
                 game: {
+                    "title": agent.env.title,
+                    "players": list(agent.env.player_names),
                     "num_actions": agent.env.num_actions,
                     "labels": [agent.env.action_to_str(a) for a in range(agent.env.num_actions)],
                     "model": model_label(agent),
@@ -120,19 +148,24 @@ class GameService:
         }
 
     def state(self, body: bytes) -> dict[str, Any]:
-        """The position after a move list, for the page: board, player to move, legal moves."""
+        """The position after a move list, for the page: the env's board view, the clicks of
+        each legal action, the turns so far, the player to move, the text rendering."""
         game, moves, _ = self._parse(body)
         env = self.agents[game].env
-        state, _ = replay(env, moves)
-        if game == "draughts":
-            board = env.board(state).tolist()  # [32] by PDN square - 1: +-1 men, +-2 kings
-        else:
-            board = np.asarray(state.board).reshape(-1).tolist()  # -1 empty, else the player
+        positions = replay(env, moves)
+        state = positions[-1]
         done = is_done(state)
+        legal = [] if done else np.flatnonzero(np.asarray(state.legal_action_mask)).tolist()
+        view = env.board_view(state)
+        history = turns_of(env, positions, moves)
         return {
-            "game": game, "moves": moves, "board": board,
+            "game": game, "moves": moves,
+            "board": None if view is None else view.to_json(),
+            "clicks": [[list(cells) for cells in env.action_clicks(a)] for a in legal],
+            "legal": legal, "history": history,
+            "last_cells": changed_cells(env, positions[-1 - len(history[-1]["actions"])], view)
+            if history and view is not None else [],
             "current_player": int(state.current_player),
-            "legal": [] if done else np.flatnonzero(np.asarray(state.legal_action_mask)).tolist(),
             "terminated": done, "winner_player": winner_of(state), "text": env.render(state),
         }
 
@@ -140,7 +173,9 @@ class GameService:
         """The AI's whole turn after a move list; see the module docstring."""
         game, moves, simulations = self._parse(body)
         agent = self.agents[game]
-        state, last_mover = replay(agent.env, moves)
+        positions = replay(agent.env, moves)
+        state = positions[-1]
+        last_mover = int(positions[-2].current_player) if moves else None
         if is_done(state):
             raise ApiError(422, "the game is already over after these moves")
         ai = int(state.current_player)

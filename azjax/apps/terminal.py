@@ -1,9 +1,10 @@
 """`azjax play`: a game against an agent in the terminal, in the game's human notation.
 
-The loop reads one line per human turn (tic-tac-toe cell `5`, connect-four column `4`, draughts
-PDN `9-13` or a whole multi-jump `9x18x27`), re-prompts with the reason when a line is
-malformed or illegal, prints the AI's move with its expected score and its most visited moves,
-and asks "again?" at the end. `?` lists the legal moves, `q` quits; so does the end of input.
+The loop reads one line per human turn, parsed by the env (`Env.parse_move`: tic-tac-toe cell
+`5`, connect-four column `4`, draughts PDN `9-13` or a whole multi-jump `9x18x27`, any other
+game's action ids), re-prompts with the reason when a line is malformed or illegal, prints
+the AI's move with its expected score and its most visited moves, and asks
+"again?" at the end. `?` lists the legal moves, `q` quits; so does the end of input.
 """
 
 from __future__ import annotations
@@ -16,38 +17,16 @@ import jax
 import jax.numpy as jnp
 
 from azjax.agent import Agent
-from azjax.apps.turns import (
-    ai_turn,
-    describe_turn,
-    format_actions,
-    is_done,
-    model_label,
-    parse_human_move,
-    winner_of,
-)
-from envs.core import jitted_step
+from azjax.apps.turns import ai_turn, describe_turn, is_done, model_label
+from envs.core import jitted_step, winner_of
 
-__all__ = ["HINTS", "hints_for", "parse_start", "play_terminal"]
+__all__ = ["parse_start", "play_terminal"]
 
-# (name of player 0, name of player 1, how to type a move) per game.
-HINTS = {
-    "tic_tac_toe": ("X", "O", "a cell 1-9 (1 = top left, 9 = bottom right)"),
-    "connect_four": ("X", "O", "a column 1-7 (1 = left)"),
-    "draughts": ("Black (b)", "White (w)", "PDN such as 9-13, or a whole capture 9x18x27"),
-}
-_GENERIC_HINTS = ("player 0", "player 1", "an action")
 _QUIT = {"q", "quit", "exit"}
 _LIST = {"?", "help", "moves"}
 
 Read = Callable[[str], "str | None"]
 Write = Callable[[str], None]
-
-
-def hints_for(env) -> tuple[str, str, str]:
-    """`HINTS` of the env's game; a variant id such as `draughts_tactics` (the same rules, other
-    observation planes) takes those of the longest game id it extends with `_...`."""
-    games = [game for game in HINTS if env.name == game or env.name.startswith(game + "_")]
-    return HINTS[max(games, key=len)] if games else _GENERIC_HINTS
 
 
 def _stdin_read(prompt: str) -> str | None:
@@ -67,7 +46,7 @@ def parse_start(env, text: str):
     state = env.init(jax.random.PRNGKey(0))
     for index, move in enumerate(t for t in re.split(r"[\s,]+", text.strip()) if t):
         try:
-            actions = parse_human_move(env, state, move)
+            actions = env.parse_move(state, move)
         except ValueError as error:
             raise ValueError(f"--moves: turn {index + 1} ({move!r}): {error}") from None
         for action in actions:
@@ -75,22 +54,14 @@ def parse_start(env, text: str):
     return state
 
 
-def _legal_list(env, state) -> str:
-    if hasattr(env, "legal_moves"):
-        return ", ".join(env.legal_moves(state))
-    import numpy as np
-
-    return ", ".join(env.action_to_str(a) for a in np.flatnonzero(state.legal_action_mask))
-
-
 def _one_game(agent: Agent, *, human: int, simulations: int, start: str, key: jax.Array,
               read: Read, write: Write) -> bool:
     """Plays one game; False when the human quit or the input ended."""
     env = agent.env
-    names = hints_for(env)
+    names = env.player_names
     state = parse_start(env, start) if start else env.init(jax.random.PRNGKey(0))
     write(f"You play {names[human]}, the AI plays {names[1 - human]} with {simulations} "
-          f"simulations. Type {names[2]}; '?' lists the legal moves, 'q' quits.")
+          f"simulations. Type {env.move_hint}; '?' lists the legal moves, 'q' quits.")
     ply, shown = 0, None
     while not is_done(state):
         if shown is not state:  # after a re-prompt the board has not changed
@@ -111,14 +82,14 @@ def _one_game(agent: Agent, *, human: int, simulations: int, start: str, key: ja
         if not text:
             continue
         if text.lower() in _LIST:
-            write(f"Legal moves: {_legal_list(env, state)}")
+            write(f"Legal moves: {', '.join(env.legal_moves(state))}")
             continue
         try:
-            actions = parse_human_move(env, state, text)
+            actions = env.parse_move(state, text)
         except ValueError as error:
             write(f"Illegal move: {error}. Try again.")
             continue
-        write(f"You play {format_actions(env, actions)}")
+        write(f"You play {env.format_move(actions)}")
         for action in actions:
             state = jitted_step(env)(state, jnp.int32(action))
         ply += 1

@@ -2,7 +2,8 @@
 
 Host-side helpers around one game at a time (batch 1): load an agent for a game even before
 its model is shipped, play the AI's whole turn (several actions only for a draughts
-multi-jump), read a human move in the game's notation, and say who won.
+multi-jump) and describe it. What a game looks like to people (notation, names, boards) is the
+env's own (`envs.core.Env`), so a new game needs nothing here.
 
 Games without a shipped model (`azjax/models/<game>/` absent) are played by an *untrained*
 network (a small MLP with seeded random weights) searching the real rules: it plays legal,
@@ -32,14 +33,11 @@ __all__ = [
     "ai_turn",
     "batch_of_one",
     "describe_turn",
-    "format_actions",
     "has_shipped_model",
     "is_done",
     "load_play_agent",
-    "parse_human_move",
     "top_moves",
     "untrained_agent",
-    "winner_of",
 ]
 
 # Small on purpose: an untrained network is a stand-in, and a small one compiles in seconds.
@@ -50,14 +48,15 @@ def has_shipped_model(game: str) -> bool:
     return (MODELS_DIR / game / "model.json").is_file()
 
 
-def untrained_agent(game: str, *, network: NetworkConfig = UNTRAINED_NETWORK,
+def untrained_agent(game: str | Env, *, network: NetworkConfig = UNTRAINED_NETWORK,
                     num_simulations: int = 64, seed: int = 0) -> Agent:
     """An agent with a randomly initialised network (fixed `seed`): a stand-in for games whose
-    model is not shipped yet, and a cheap agent for tests. `agent.meta["untrained"]` is True."""
-    env = envs.make(game)
+    model is not shipped yet, and a cheap agent for tests. `game` is a registered game id or
+    an `Env` itself (a game not registered). `agent.meta["untrained"]` is True."""
+    env = envs.make(game) if isinstance(game, str) else game
     search = SearchConfig(num_simulations=num_simulations,
                           max_num_considered_actions=min(16, env.num_actions))
-    config = ExperimentConfig(game=game, seed=seed, network=network, search=search)
+    config = ExperimentConfig(game=env.name, seed=seed, network=network, search=search)
     params = init_network(network, env.num_actions, env.observation_shape,
                           jax.random.PRNGKey(seed))["params"]
     meta = {"untrained": True, "num_simulations": num_simulations}
@@ -89,46 +88,6 @@ def batch_of_one(state: Any) -> Any:
 
 def is_done(state: Any) -> bool:
     return bool(state.terminated | state.truncated)
-
-
-def winner_of(state: Any) -> int | None:
-    """The winning player of a finished game (from its last step's rewards), None for a draw
-    or a game still running."""
-    rewards = np.asarray(state.rewards)
-    if not is_done(state) or not rewards.any():
-        return None
-    return int(np.argmax(rewards))
-
-
-def format_actions(env: Env, actions: list[int]) -> str:
-    """One player's turn in human notation: `5`, `4`, `9-13`, `9x18x27`."""
-    if hasattr(env, "format_move"):
-        return env.format_move(actions)
-    return " ".join(env.action_to_str(a) for a in actions)
-
-
-def parse_human_move(env: Env, state: Any, text: str) -> list[int]:
-    """The action ids of one whole human turn typed in the game's notation.
-
-    Raises:
-      ValueError: saying why (malformed, occupied cell, full column, not legal here...).
-    """
-    if hasattr(env, "parse_move"):  # draughts: PDN, a multi-jump is several actions
-        return env.parse_move(state, text)
-    if is_done(state):
-        raise ValueError("the game is over")
-    legal = np.asarray(state.legal_action_mask)
-    names = ", ".join(env.action_to_str(a) for a in np.flatnonzero(legal))
-    try:
-        action = env.str_to_action(text)
-    except ValueError as error:
-        raise ValueError(f"{error}; legal moves: {names}") from None
-    if not legal[action]:
-        why = {"tic_tac_toe": f"cell {env.action_to_str(action)} is already taken",
-               "connect_four": f"column {env.action_to_str(action)} is full"}.get(
-            env.name, f"{text.strip()!r} is not legal here")
-        raise ValueError(f"{why}; legal moves: {names}")
-    return [action]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -178,5 +137,5 @@ def top_moves(env: Env, visits: np.ndarray, k: int = 3) -> list[tuple[str, float
 def describe_turn(env: Env, turn: Turn) -> str:
     """`AI plays 5   (expected score +0.12; top moves 5 62%, 1 20%, 9 10%)`."""
     tops = ", ".join(f"{name} {share:.0%}" for name, share in top_moves(env, turn.visits))
-    return (f"AI plays {format_actions(env, turn.actions)}   (expected score "
+    return (f"AI plays {env.format_move(turn.actions)}   (expected score "
             f"{turn.value:+.2f}; top moves {tops})")

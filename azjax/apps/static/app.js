@@ -1,16 +1,13 @@
 // azjax play page: draws the position the server describes (/api/state), sends the human's
-// moves as env action ids and asks /api/move for the AI's turn. No rules live here: legal
-// moves, results and the AI all come from the server.
+// moves as env action ids and asks /api/move for the AI's turn. No game lives here: the board
+// is the env's grid of cells (`board`), a move is the env's clicks on it (`clicks`), the
+// notation, names, legal moves, results and the AI all come from the server. A game without a
+// grid is shown as the env's text, with a button per legal action.
 "use strict";
 
 const $ = (id) => document.getElementById(id);
-const NAMES = {
-  tic_tac_toe: ["Tic-tac-toe", "X", "O"],
-  connect_four: ["Connect four", "Red", "Yellow"],
-  draughts: ["Draughts", "Black", "White"],
-};
 let info = null;         // /api/games
-let game = null;         // { id, moves, human, simulations, position, selected, last }
+let game = null;         // { id, moves, human, position, picked, busy }
 let generation = 0;      // a new game makes replies to the old one stale
 
 async function api(path, body) {
@@ -30,9 +27,7 @@ function setStatus(text, result) {
 async function start() {
   info = await api("/api/games");
   const params = new URLSearchParams(location.search);
-  for (const id of Object.keys(info.games)) {
-    $("game").add(new Option(NAMES[id] ? NAMES[id][0] : id, id));
-  }
+  for (const [id, g] of Object.entries(info.games)) $("game").add(new Option(g.title, id));
   const labels = ["easy", "medium", "hard", "harder"];
   info.simulations.forEach((n, i) => {
     $("strength").add(new Option(`${labels[i] || ""} (${n} simulations)`, n));
@@ -49,15 +44,18 @@ function newGame() {
   generation += 1;
   const id = $("game").value;
   game = { id, moves: [], human: $("first").value === "human" ? 0 : 1,
-           position: null, selected: null, last: [],
-           pending: [], busy: false };
-  const names = NAMES[id] || [id, "player 0", "player 1"];
-  $("model").textContent = `${names[0]}: you play ${names[1 + game.human]}, against ` +
-    `${info.games[id].model}.`;
+           position: null, picked: [], busy: false };
+  const g = info.games[id];
+  $("model").textContent = `${g.title}: you play ${g.players[game.human]}, against ${g.model}.`;
   $("value").textContent = "–";
   $("top-moves").innerHTML = "";
   $("history").innerHTML = "";
   refresh();
+}
+
+function myTurn() {
+  const p = game.position;
+  return !game.busy && p && !p.terminated && p.current_player === game.human;
 }
 
 async function refresh() {
@@ -69,6 +67,8 @@ async function refresh() {
   if (mine !== generation) return;
   game.position = position;
   game.busy = false;
+  game.picked = [];
+  drawHistory(position.history);
   draw();
   if (position.terminated) {
     const w = position.winner_player;
@@ -76,11 +76,12 @@ async function refresh() {
     setStatus({ draw: "Game over: a draw.", human: "Game over: you win!",
                 ai: "Game over: the AI wins." }[result], result);
   } else if (position.current_player !== game.human) {
-    game.pending = [];
     aiTurn(mine);
   } else {
-    // The human still moves after one of their own actions: a multi-jump goes on.
-    setStatus(game.pending.length ? "Your capture goes on: jump again." : "Your move.");
+    // After one of the human's own actions the human moves again: their turn goes on.
+    const turns = position.history;
+    const goesOn = turns.length && turns[turns.length - 1].player === game.human;
+    setStatus(goesOn ? "Your turn goes on: move again." : "Your move.");
   }
 }
 
@@ -93,8 +94,6 @@ async function aiTurn(mine) {
   } catch (error) { setStatus(`Error: ${error.message}`); return; }
   if (mine !== generation) return;
   game.moves = reply.moves;
-  game.last = reply.ai_moves;
-  addHistory(reply.ai_moves, "AI");
   $("value").textContent = (reply.value >= 0 ? "+" : "") + reply.value.toFixed(2);
   const labels = info.games[game.id].labels;
   const top = reply.policy.map((p, a) => [p, a]).sort((x, y) => y[0] - x[0]).slice(0, 3);
@@ -108,131 +107,129 @@ async function aiTurn(mine) {
   refresh();
 }
 
-function formatTurn(actions) {
-  const labels = info.games[game.id].labels;
-  if (game.id !== "draughts") return actions.map((a) => labels[a]).join(" ");
-  const hops = actions.map((a) => labels[a].split(/[-x]/));
-  const sep = labels[actions[0]].includes("x") ? "x" : "-";
-  return [hops[0][0], ...hops.map((h) => h[1])].join(sep);
-}
-
-function addHistory(actions, who) {
-  const li = document.createElement("li");
-  li.textContent = `${who} ${formatTurn(actions)}`;
-  li.dataset.who = who;
-  $("history").appendChild(li);
+function drawHistory(turns) {
+  $("history").innerHTML = "";
+  for (const turn of turns) {
+    const li = document.createElement("li");
+    const who = turn.player === game.human ? "You" : "AI";
+    li.textContent = `${who} ${turn.move}`;
+    li.dataset.who = who;
+    $("history").appendChild(li);
+  }
 }
 
 function humanPlays(action) {
-  if (game.busy || !game.position || game.position.terminated) return;
-  if (game.position.current_player !== game.human) return;
-  if (!game.position.legal.includes(action)) return;
+  if (!myTurn() || !game.position.legal.includes(action)) return;
   game.moves = [...game.moves, action];
-  game.pending = [...game.pending, action];
-  game.last = game.pending;
-  game.selected = null;
   game.busy = true;  // until the new position is drawn
-  if (game.pending.length > 1) {
-    $("history").lastChild.textContent = `You ${formatTurn(game.pending)}`;
-  } else {
-    addHistory([action], "You");
-  }
   setStatus("…");
+  draw();
   refresh();
 }
 
-function cellButton(classes, action, text) {
-  const button = document.createElement("button");
-  button.type = "button";
-  button.className = `cell ${classes}`;
-  button.textContent = text;
-  const myTurn = !game.position.terminated && game.position.current_player === game.human;
-  if (action !== null) {
-    button.dataset.action = action;
-    button.disabled = !(myTurn && game.position.legal.includes(action));
-    button.addEventListener("click", () => humanPlays(action));
+// ---- clicks: each legal action is a list of clicks, each click a set of cells ------------------
+
+function candidates(picked) {
+  // The legal actions (with their clicks) whose first clicks are the cells picked so far.
+  const p = game.position;
+  return p.legal.map((action, i) => ({ action, clicks: p.clicks[i] }))
+    .filter((m) => m.clicks.length > picked.length &&
+                   picked.every((cell, k) => m.clicks[k].includes(cell)));
+}
+
+function clickable(cell) {
+  // A cell goes on from the cells picked so far, or starts another action afresh.
+  if (!myTurn()) return false;
+  const on = (picked) => candidates(picked).some((m) => m.clicks[picked.length].includes(cell));
+  return on(game.picked) || (game.picked.length > 0 && on([]));
+}
+
+function clickCell(cell) {
+  let picked = [...game.picked, cell];
+  let matches = candidates(game.picked).filter((m) => m.clicks[game.picked.length].includes(cell));
+  if (!matches.length) {  // not a continuation: start again from this cell
+    picked = [cell];
+    matches = candidates([]).filter((m) => m.clicks[0].includes(cell));
   }
-  return button;
+  const complete = matches.find((m) => m.clicks.length === picked.length);
+  if (complete) { humanPlays(complete.action); return; }
+  game.picked = matches.length ? picked : [];
+  draw();
+}
+
+// ---- drawing ----------------------------------------------------------------------------------
+
+function textColour(background) {
+  // Black or white text, whichever reads better on a "#rgb" / "#rrggbb" colour.
+  const hex = background.replace("#", "");
+  const full = hex.length === 3 ? [...hex].map((c) => c + c).join("") : hex;
+  const [r, g, b] = [0, 2, 4].map((i) => parseInt(full.slice(i, i + 2), 16));
+  return 0.299 * r + 0.587 * g + 0.114 * b > 150 ? "#000" : "#fff";
 }
 
 function draw() {
   const board = $("board");
   board.innerHTML = "";
-  board.className = "grid";
-  ({ tic_tac_toe: drawTicTacToe, connect_four: drawConnectFour, draughts: drawDraughts })[
-    game.id](board, game.position);
+  const view = game.position.board;
+  $("text-board").textContent = view ? "" : game.position.text;
+  $("text-board").hidden = Boolean(view);
+  if (view) drawGrid(board, view); else drawMoveButtons(board);
 }
 
-function drawTicTacToe(board, position) {
-  board.classList.add("ttt");
-  position.board.forEach((v, i) => {
-    const b = cellButton(v >= 0 ? `p${v}` : "", i, v < 0 ? "" : "XO"[v]);
-    if (v < 0) b.insertAdjacentHTML("afterbegin", `<span class="label">${i + 1}</span>`);
-    if (game.last.includes(i) && v >= 0) b.classList.add("last");
+function drawGrid(board, view) {
+  board.className = `grid pieces-${view.pieces}`;
+  board.style.gridTemplateColumns = `repeat(${view.cols}, var(--cell))`;
+  for (const label of view.column_labels) {
+    const header = document.createElement("div");
+    header.className = "column-label";
+    header.textContent = label;
+    board.appendChild(header);
+  }
+  const targets = new Set(candidates(game.picked).flatMap((m) => m.clicks[game.picked.length]));
+  const lastCells = new Set(game.position.last_cells);
+  view.cells.forEach((cell, index) => {
+    const b = document.createElement("button");
+    b.type = "button";
+    b.className = `cell${cell.shade ? " " + cell.shade : ""}`;
+    b.dataset.cell = index;
+    b.dataset.row = Math.floor(index / view.cols);
+    b.dataset.col = index % view.cols;
+    if (cell.note) b.insertAdjacentHTML("afterbegin", `<span class="note">${cell.note}</span>`);
+    if (cell.player !== null) {
+      const piece = document.createElement("span");
+      const colour = view.colors[cell.player];
+      piece.className = `piece p${cell.player}`;
+      piece.textContent = cell.label;
+      if (view.pieces === "disc") {
+        piece.style.background = colour;
+        piece.style.color = textColour(colour);
+      } else {
+        piece.style.color = colour;
+      }
+      b.appendChild(piece);
+    }
+    if (game.picked.includes(index)) b.classList.add("selected");
+    else if (game.picked.length && targets.has(index)) b.classList.add("target");
+    if (lastCells.has(index)) b.classList.add("last");
+    b.disabled = !clickable(index);
+    b.addEventListener("click", () => clickCell(index));
     board.appendChild(b);
   });
 }
 
-function drawConnectFour(board, position) {
-  board.classList.add("c4");
-  for (let c = 0; c < 7; c++) board.appendChild(cellButton("column", c, String(c + 1)));
-  // The last move's cell: the highest stone in its column.
-  const lastCol = game.last.length ? game.last[game.last.length - 1] : -1;
-  let lastRow = -1;
-  if (lastCol >= 0) for (let r = 5; r >= 0; r--) if (position.board[r * 7 + lastCol] >= 0) lastRow = r;
-  position.board.forEach((v, i) => {
-    const slot = cellButton(`slot${v >= 0 ? " p" + v : ""}`, i % 7, "");
-    slot.setAttribute("aria-label", `column ${(i % 7) + 1}`);
-    if (Math.floor(i / 7) === lastRow && i % 7 === lastCol) slot.classList.add("last");
-    board.appendChild(slot);
-  });
-}
-
-function draughtsActions(position) {
-  // Legal actions as {from, to, action} in PDN squares, parsed from the labels "9-13" / "9x18".
-  const labels = info.games.draughts.labels;
-  return position.legal.map((a) => {
-    const [from, to] = labels[a].split(/[-x]/).map(Number);
-    return { from, to, action: a };
-  });
-}
-
-function drawDraughts(board, position) {
-  board.classList.add("draughts");
-  const moves = draughtsActions(position);
-  const myTurn = !position.terminated && position.current_player === game.human;
-  for (let row = 0; row < 8; row++) {
-    for (let col = 0; col < 8; col++) {
-      const dark = (row + col) % 2 === 1;
-      if (!dark) {
-        const light = document.createElement("div");
-        light.className = "sq light";
-        board.appendChild(light);
-        continue;
-      }
-      const square = row * 4 + Math.floor(col / 2) + 1;
-      const v = position.board[square - 1];
-      const b = cellButton("sq dark", null, "");
-      b.dataset.square = square;
-      b.insertAdjacentHTML("afterbegin", `<span class="label">${square}</span>`);
-      if (v !== 0) {
-        const piece = document.createElement("span");
-        piece.className = `piece ${v > 0 ? "black" : "white"}`;
-        piece.textContent = Math.abs(v) === 2 ? "K" : "";
-        b.appendChild(piece);
-      }
-      const from = moves.filter((m) => m.from === square);
-      const to = moves.filter((m) => m.from === game.selected && m.to === square);
-      if (square === game.selected) b.classList.add("selected");
-      if (to.length) b.classList.add("target");
-      b.disabled = !myTurn || (!from.length && !to.length);
-      b.addEventListener("click", () => {
-        if (to.length) { humanPlays(to[0].action); return; }
-        game.selected = from.length ? square : null;
-        draw();
-      });
-      board.appendChild(b);
-    }
+function drawMoveButtons(board) {
+  board.className = "moves";
+  board.style.gridTemplateColumns = "";
+  const labels = info.games[game.id].labels;
+  for (const action of game.position.legal) {
+    const b = document.createElement("button");
+    b.type = "button";
+    b.className = "move";
+    b.dataset.action = action;
+    b.textContent = labels[action];
+    b.disabled = !myTurn();
+    b.addEventListener("click", () => humanPlays(action));
+    board.appendChild(b);
   }
 }
 
