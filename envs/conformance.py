@@ -133,8 +133,13 @@ def check_human_interface(env: Env, state: GameState) -> None:
             raise _fail(env, f"notation round trip fails for action {action}")
     moves = env.legal_moves(state)
     for text, actions in moves.items():
-        if env.parse_move(state, text) != actions or env.format_move(actions) != text:
-            raise _fail(env, f"the whole move {text!r} does not parse and format back")
+        try:
+            parsed = env.parse_move(state, text)
+        except ValueError as error:
+            parsed = error
+        if parsed != actions or env.format_move(actions) != text:
+            raise _fail(env, f"the whole move {text!r} does not parse and format back "
+                             f"(parsed: {parsed})")
     legal = set(np.flatnonzero(np.asarray(state.legal_action_mask)).tolist())
     if {actions[0] for actions in moves.values()} != legal:
         raise _fail(env, "legal_moves must start with exactly the legal actions")

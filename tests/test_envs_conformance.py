@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax.numpy as jnp
 import pytest
 
@@ -57,6 +59,36 @@ class _SymmetryBlursThePolicy(ConnectFour):
         return sym_obs, sym_pol.at[1].set((sym_pol[1] + jnp.roll(sym_pol[1], 1)) / 2)
 
 
+class _NotationOffByOne(TicTacToe):
+    """Reads back a cell one too far: `str_to_action(action_to_str(a)) != a`."""
+
+    def str_to_action(self, text):
+        return (super().str_to_action(text) + 1) % 9
+
+
+class _BoardViewMissesACell(ConnectFour):
+    def board_view(self, state):
+        view = super().board_view(state)
+        return dataclasses.replace(view, cells=view.cells[:-1])
+
+
+class _ClicksOffTheBoard(TicTacToe):
+    def action_clicks(self, action):
+        return ((int(action) + 9,),)
+
+
+class _WholeMovesDoNotParseBack(ConnectFour):
+    """Lists its moves as `c1`.. but parses only plain column numbers."""
+
+    def legal_moves(self, state):
+        return {f"c{text}": actions for text, actions in super().legal_moves(state).items()}
+
+
+class _RenderGivesAList(TicTacToe):
+    def render(self, state):
+        return super().render(state).splitlines()
+
+
 @pytest.mark.parametrize(
     ("broken", "complaint"),
     [
@@ -66,6 +98,11 @@ class _SymmetryBlursThePolicy(ConnectFour):
         (_ForgivesIllegalMoves, "illegal action"),
         (_WrongMaskDtype, "legal_action_mask is int32"),
         (_SymmetryBlursThePolicy, "permute the policy"),
+        (_NotationOffByOne, "notation round trip fails for action 0"),
+        (_BoardViewMissesACell, "rows \\* cols cells"),
+        (_ClicksOffTheBoard, "action_clicks\\(0\\) must name cells"),
+        (_WholeMovesDoNotParseBack, "does not parse and format back"),
+        (_RenderGivesAList, "render must return a str"),
     ],
 )
 def test_check_env_catches_a_broken_env(broken, complaint):

@@ -21,7 +21,7 @@ def _actions(game: str, line: str) -> list[int]:
     env = envs.make(game)
     state, actions = env.init(jax.random.PRNGKey(0)), []
     for move in line.split():
-        turn = env.parse_move(state, move) if game == "draughts" else [env.str_to_action(move)]
+        turn = env.parse_move(state, move)
         for action in turn:
             state = env.step(state, jnp.int32(action))
         actions += turn
@@ -97,13 +97,36 @@ def test_bad_requests_get_4xx_saying_why_and_the_server_keeps_serving(play_serve
 
 
 def test_state_describes_the_position_for_the_page(play_server):
+    """Draughts after 9-13: the env's 8 x 8 board view, the two clicks of each legal action,
+    the turn in PDN, the cells the turn changed."""
+    draughts = envs.make("draughts")
     status, answer = play_server.post("/api/state", {"game": "draughts",
                                                      "moves": _actions("draughts", "9-13")})
     assert status == 200 and answer["current_player"] == 1 and not answer["terminated"]
-    assert answer["board"][12] == 1 and answer["board"][8] == 0 and len(answer["board"]) == 32
-    assert sorted(answer["legal"]) == sorted(
-        a for m in envs.make("draughts").legal_moves(parse_start(envs.make("draughts"), "9-13"))
-        .values() for a in m)
+    board = answer["board"]
+    assert (board["rows"], board["cols"], len(board["cells"])) == (8, 8, 64)
+    # Square 13 (row 3, col 0) holds a black man now; square 9 (row 2, col 1) is empty.
+    assert board["cells"][24] == {"player": 0, "label": "", "note": "13", "shade": "dark"}
+    assert board["cells"][17]["player"] is None and board["cells"][0]["shade"] == "light"
+    assert sorted(answer["last_cells"]) == [17, 24]
+    assert answer["history"] == [{"player": 0, "actions": [23], "move": "9-13"}]
+    legal = draughts.legal_moves(parse_start(draughts, "9-13"))
+    assert sorted(answer["legal"]) == sorted(a for m in legal.values() for a in m)
+    for action, clicks in zip(answer["legal"], answer["clicks"], strict=True):
+        assert len(clicks) == 2  # the piece, then where it goes
+        frm, to = (board["cells"][cell[0]]["note"] for cell in clicks)
+        assert draughts.action_to_str(action) == f"{frm}-{to}"
+
+
+def test_games_name_each_game_and_its_players(play_server):
+    games = play_server.service.games()["games"]
+    assert games["connect_four"]["title"] == "Connect four"
+    assert games["draughts"]["players"] == ["Black (b)", "White (w)"]
+    assert games["tic_tac_toe"]["labels"] == [str(c) for c in range(1, 10)]
+    status, answer = play_server.post("/api/state", {"game": "connect_four", "moves": [3]})
+    assert status == 200 and answer["board"]["column_labels"] == list("1234567")
+    assert answer["clicks"][3] == [[3, 10, 17, 24, 31, 38]]  # anywhere in column 4
+    assert answer["last_cells"] == [38]  # the stone fell to the bottom row
 
 
 def _random_requests(count: int, seed: int = 0) -> list[dict]:

@@ -1,6 +1,7 @@
 """End to end in headless Chromium (Debian's `chromium`, driven by Playwright, no browser
-download): a whole connect-four game played by clicking, against the page `azjax serve` ships.
-Saves docs/serve-connect-four.png."""
+download), against the page `azjax serve` ships, which knows no game: a whole connect-four game
+played by clicking (saves docs/serve-connect-four.png), a draughts move by two clicks and a
+tic-tac-toe move by one."""
 
 from __future__ import annotations
 
@@ -52,18 +53,18 @@ def test_a_whole_connect_four_game_by_clicking(play_server):
             _turn_done(page, 0)
             clicks = 0
             while not page.get_attribute("#status", "data-result"):
-                # The human walks round the columns (3, 6, 2, 5, ...), skipping full ones: the
-                # column buttons are enabled only when legal.
-                wanted = f"button.column[data-action='{(3 * clicks + 3) % 7}']:not([disabled])"
-                page.click(wanted if page.locator(wanted).count()
-                           else "button.column:not([disabled])")
+                # The human walks round the columns (3, 6, 2, 5, ...), skipping full ones: a
+                # column's cells are enabled only when it is legal.
+                wanted = f"#board button.cell[data-col='{(3 * clicks + 3) % 7}']:not([disabled])"
+                page.locator(wanted if page.locator(wanted).count()
+                             else "#board button.cell:not([disabled])").first.click()
                 clicks += 1
                 _turn_done(page, 2 * clicks)
                 assert clicks <= 21
             result = page.get_attribute("#status", "data-result")
             status = page.inner_text("#status")
             history = page.locator("#history li").all_inner_texts()
-            stones = page.locator(".c4 .slot.p0, .c4 .slot.p1").count()
+            stones = page.locator("#board .piece.p0, #board .piece.p1").count()
             SCREENSHOT.parent.mkdir(exist_ok=True)
             page.screenshot(path=str(SCREENSHOT))
         finally:
@@ -85,3 +86,40 @@ def test_a_whole_connect_four_game_by_clicking(play_server):
     assert result == {None: "draw", 0: "human", 1: "ai"}[winner]
     assert status.startswith("Game over")
     assert SCREENSHOT.stat().st_size > 10_000
+
+
+def test_draughts_by_two_clicks_and_tic_tac_toe_by_one(play_server):
+    """The same page, knowing no game, plays the env's clicks: a draughts man picked on 9
+    then moved to 13; a tic-tac-toe mark on the centre cell."""
+    from playwright.sync_api import sync_playwright
+
+    with tempfile.TemporaryDirectory() as profile, sync_playwright() as playwright:
+        browser = playwright.chromium.launch_persistent_context(
+            profile, executable_path=CHROMIUM, headless=True, args=FLAGS)
+        try:
+            page = browser.new_page()
+            page.goto(play_server.url + "/?game=draughts")
+            _turn_done(page, 0)
+            assert page.locator("#board button.cell").count() == 64
+            assert page.locator("#board .piece.p0").count() == 12
+            page.click("#board button.cell[data-cell='17']")  # square 9 (row 2, col 1)
+            assert "selected" in page.get_attribute("#board [data-cell='17']", "class")
+            assert "target" in page.get_attribute("#board [data-cell='24']", "class")
+            assert page.locator("#board .target").count() == 2  # 9-13 and 9-14
+            page.click("#board button.cell[data-cell='24']")  # square 13
+            _turn_done(page, 2)
+            draughts_history = page.locator("#history li").all_inner_texts()
+
+            page.goto(play_server.url + "/?game=tic_tac_toe")
+            _turn_done(page, 0)
+            page.click("#board button.cell[data-cell='4']")
+            _turn_done(page, 2)
+            ttt_history = page.locator("#history li").all_inner_texts()
+            centre = page.inner_text("#board [data-cell='4'] .piece")
+        finally:
+            browser.close()
+    assert draughts_history[0] == "You 9-13" and draughts_history[1].startswith("AI ")
+    reply = draughts_history[1].split()[1]
+    assert reply in envs.make("draughts").legal_moves(
+        envs.play_moves(envs.make("draughts"), [envs.make("draughts").str_to_action("9-13")]))
+    assert ttt_history[0] == "You 5" and centre == "X"
