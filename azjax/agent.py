@@ -39,13 +39,30 @@ _PAD_SIZES = (1, 8, 64, 256, 1024)
 
 
 def default_simulations(config: ExperimentConfig) -> int:
-    """A run's search simulations for evaluation and play when a model names none: its
-    evaluation setting, else its self-play setting."""
+    """A run's search simulations for evaluation and play when a model names none.
+
+    Args:
+      config: the run's config.
+
+    Returns:
+      `eval.num_simulations`, else (0) `search.num_simulations`.
+    """
     return int(config.eval.num_simulations or config.search.num_simulations)
 
 
 def resolve_model_dir(spec: str | Path) -> Path:
-    """A game id (shipped model), a run dir (its newest snapshot) or a snapshot/model dir."""
+    """The model directory (with model.json) a spec names.
+
+    Args:
+      spec: a game id (its shipped model), a run dir (its newest snapshot) or a snapshot or
+        model dir.
+
+    Returns:
+      The directory holding model.json.
+
+    Raises:
+      CheckpointError: the spec names none of these (the message says why).
+    """
     path = Path(spec)
     if (path / "model.json").is_file():
         return path
@@ -87,8 +104,18 @@ def _pad(states: Any, size: int) -> Any:
 
 
 def with_search_overrides(config: ExperimentConfig, overrides: list[str]) -> ExperimentConfig:
-    """`config` under `KEY=VALUE` overrides (validated like `--set`) that may change how a
-    trained network searches; ConfigError for one that would change its network or game."""
+    """`config` under overrides that may change how a trained network searches.
+
+    Args:
+      config: the model's config.
+      overrides: ``KEY=VALUE`` strings, validated like `--set`.
+
+    Returns:
+      The changed config.
+
+    Raises:
+      ConfigError: an override would change the network or the game.
+    """
     changed = config_from_saved(apply_overrides(config_to_dict(config), overrides))
     if changed.network != config.network or changed.game != config.game:
         raise ConfigError(f"{' '.join(overrides)}: an agent's overrides may change how it "
@@ -97,7 +124,22 @@ def with_search_overrides(config: ExperimentConfig, overrides: list[str]) -> Exp
 
 
 class Agent:
-    """A network and its search over one game. Build with `Agent.load(spec)`."""
+    """A network and its search over one game. Build with `Agent.load(spec)`.
+
+    Args:
+      env: the game.
+      config: the model's config (network and search).
+      params: the network's params.
+      meta: the model's metadata (model.json: iteration, num_simulations, ...).
+      source: the directory it was loaded from, if any.
+
+    Attributes:
+      apply_fn: the network, ``apply_fn({"params": params}, obs [B, ...]) -> (logits [B, A],
+        value [B])``.
+      search_fn: its search, ``search_fn({"params": params}, key, states[B], *,
+        num_simulations, noise) -> SearchOutput`` (`azjax.core.search.make_network_search`);
+        traceable, for callers that jit their own programs (arenas, oracle scoring).
+    """
 
     def __init__(self, env: Env, config: ExperimentConfig, params: Any,
                  meta: dict[str, Any] | None = None, source: Path | None = None):
@@ -107,20 +149,30 @@ class Agent:
         self.meta = meta or {}
         self.source = source
         _, self.apply_fn = make_network(config.network, env.num_actions)
-        self._search_fn = make_network_search(env, config.network, config.search)
+        self.search_fn = make_network_search(env, config.network, config.search)
 
     @classmethod
     def load(cls, spec: str | Path) -> Agent:
+        """The agent of a game id (shipped model), run dir (newest snapshot) or model dir
+        (`resolve_model_dir`)."""
         directory = resolve_model_dir(spec)
         params, config, meta = load_model(directory)
         return cls(envs.make(config.game), config, params, meta, directory)
 
     def with_search(self, overrides: list[str]) -> Agent:
-        """The same network and weights searching under `KEY=VALUE` config overrides, e.g.
-        `["search.algorithm=puct", "search.play_forced_moves=true"]` (validated like `--set`).
+        """The same network and weights searching under config overrides.
 
-        Raises ConfigError for an override that would change the network or the game: the
-        weights would no longer fit them."""
+        Args:
+          overrides: ``KEY=VALUE`` strings (validated like `--set`), e.g.
+            ``["search.algorithm=puct", "search.play_forced_moves=true"]``.
+
+        Returns:
+          A new agent ([] returns this one).
+
+        Raises:
+          ConfigError: an override would change the network or the game (the weights would
+            no longer fit them).
+        """
         if not overrides:
             return self
         config = with_search_overrides(self.config, overrides)
@@ -145,7 +197,7 @@ class Agent:
     @functools.cached_property
     def _search_jit(self):
         def search(params, key, states, num_simulations, noise):
-            out = self._search_fn({"params": params}, key, states,
+            out = self.search_fn({"params": params}, key, states,
                                   num_simulations=num_simulations, noise=noise)
             return out.action, out.policy, out.value
 
@@ -154,7 +206,7 @@ class Agent:
     @functools.cached_property
     def _search_output_jit(self):
         def search(params, key, states, num_simulations):
-            return self._search_fn({"params": params}, key, states,
+            return self.search_fn({"params": params}, key, states,
                                    num_simulations=num_simulations, noise=False)
 
         return jax.jit(search, static_argnums=(3,))
@@ -162,16 +214,31 @@ class Agent:
     # ---- public API ----------------------------------------------------------------------------
 
     def evaluate(self, states: Any) -> tuple[jax.Array, jax.Array]:
-        """Raw network: (policy float32 [B, A] masked to legal moves, value float32 [B])."""
+        """The raw network on a batch of positions.
+
+        Args:
+          states: a batched env State [B].
+
+        Returns:
+          (policy float32 [B, A], softmax masked to legal moves; value float32 [B]).
+        """
         batch = states.current_player.shape[0]
         policy, value = self._evaluate_jit(self.params, _pad(states, _pad_size(batch)))
         return policy[:batch], value[:batch]
 
     def search(self, key: jax.Array, states: Any, *, num_simulations: int | None = None,
                noise: bool = False) -> tuple[jax.Array, jax.Array, jax.Array]:
-        """(action int32 [B], policy float32 [B, A], value float32 [B]) after search.
+        """Searches a batch of positions.
 
-        Without noise the action is the argmax of the search's final policy.
+        Args:
+          key: PRNG key.
+          states: a batched env State [B].
+          num_simulations: simulations per position (None: the model's default).
+          noise: root noise and sampled moves, as in self-play; without it the action is the
+            search's greedy move.
+
+        Returns:
+          (action int32 [B], policy float32 [B, A], value float32 [B]).
         """
         batch = states.current_player.shape[0]
         simulations = self.search_simulations(num_simulations)
@@ -180,8 +247,17 @@ class Agent:
         return action[:batch], policy[:batch], value[:batch]
 
     def search_simulations(self, num_simulations: int | None) -> int:
-        """The simulations a search runs: `num_simulations`, or the model's default for None.
-        Raises ValueError below 1."""
+        """The simulations a search runs.
+
+        Args:
+          num_simulations: the asked count, or None for the model's default.
+
+        Returns:
+          The count (int >= 1).
+
+        Raises:
+          ValueError: `num_simulations` below 1.
+        """
         if num_simulations is None:
             return int(self.num_simulations)
         if num_simulations < 1:
@@ -191,8 +267,17 @@ class Agent:
 
     def search_output(self, key: jax.Array, states: Any, *,
                       num_simulations: int | None = None) -> SearchOutput:
-        """The greedy search's whole `SearchOutput` (action [B], policy [B, A], value [B],
-        prior_value [B], visit_counts [B, A]): what play and analysis show."""
+        """The greedy search's whole output: what play and analysis show.
+
+        Args:
+          key: PRNG key.
+          states: a batched env State [B].
+          num_simulations: simulations per position (None: the model's default).
+
+        Returns:
+          `SearchOutput` with action [B], policy [B, A], value [B], prior_value [B],
+          visit_counts [B, A].
+        """
         batch = states.current_player.shape[0]
         simulations = self.search_simulations(num_simulations)
         out = self._search_output_jit(self.params, key, _pad(states, _pad_size(batch)),
@@ -201,11 +286,18 @@ class Agent:
 
     def act(self, key: jax.Array, states: Any, *, num_simulations: int | None = None,
             greedy: bool = True) -> jax.Array:
-        """int32 [B]: the search's move (its greedy move, `search.greedy_action`, when greedy;
-        else the search's sampled move).
+        """The agent's moves in a batch of positions.
 
-        `num_simulations=0` plays the raw network: argmax of the masked prior (ties -> lowest
-        index) when greedy, else a sample from it.
+        Args:
+          key: PRNG key.
+          states: a batched env State [B].
+          num_simulations: simulations per move (None: the model's default); 0 plays the raw
+            network: argmax of the masked prior (ties -> lowest index) when greedy, else a
+            sample from it.
+          greedy: the search's greedy move (`search.greedy_action`); else its sampled move.
+
+        Returns:
+          int32 [B].
         """
         if num_simulations == 0:
             policy, _ = self.evaluate(states)
@@ -220,6 +312,14 @@ class Agent:
 
 
 def states_from_moves(env: Env, move_lists: list[list[int]]) -> Any:
-    """Batched State [B] from move lists (each validated by `envs.play_moves`)."""
+    """The positions after some move lists.
+
+    Args:
+      env: the game.
+      move_lists: B lists of action ids from the start, each validated by `envs.play_moves`.
+
+    Returns:
+      A batched env State [B].
+    """
     states = [envs.play_moves(env, moves) for moves in move_lists]
     return jax.tree.map(lambda *xs: jnp.stack([np.asarray(x) for x in xs]), *states)

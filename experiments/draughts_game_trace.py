@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from azjax.agent import Agent
-from azjax.evaluation.evaluator import make_opponent
+from azjax.evaluation.players import make_opponent
 
 
 def _material(board: np.ndarray, sign: int) -> tuple[int, int, int, int]:

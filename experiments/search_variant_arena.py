@@ -21,7 +21,7 @@ import jax
 from azjax.agent import Agent
 from azjax.config import ConfigError
 from azjax.evaluation.arena import PAIRED_OPENING_PLIES, elo_difference, play_arena
-from azjax.evaluation.evaluator import search_player
+from azjax.evaluation.players import search_player
 
 
 def main() -> None:
@@ -44,8 +44,8 @@ def main() -> None:
     start = time.time()
     result = play_arena(
         base.env,
-        search_player(variant._search_fn, variant.params, sims),
-        search_player(base._search_fn, base.params, sims),
+        search_player(variant.search_fn, variant.params, sims),
+        search_player(base.search_fn, base.params, sims),
         key=jax.random.PRNGKey(args.seed), num_games=args.games,
         opening_plies=PAIRED_OPENING_PLIES)
     print(f"{base!r} with {' '.join(args.overrides)} against itself, {sims} simulations each")

@@ -17,7 +17,7 @@ import envs
 from azjax import Agent
 from azjax.agent import states_from_moves
 from azjax.apps.cli import app
-from azjax.evaluation.evaluator import _arena_bar, measure_agent
+from azjax.evaluation.measure import _arena_bar, measure_agent
 from azjax.model_files import CheckpointError
 
 RUNNER = CliRunner()

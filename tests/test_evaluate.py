@@ -216,7 +216,8 @@ def test_training_evaluator_plays_each_opponent_its_games():
         arena_games=40, opponents=("random", "greedy", "mcts:32"), num_simulations=2))
     learner = Learner(TTT, config)
     params = learner.init_state(jax.random.PRNGKey(0)).train.params
-    metrics = Evaluator(TTT, config, learner).evaluate(params, jax.random.PRNGKey(1))
+    evaluator = Evaluator(TTT, config, learner.apply_fn, learner.search_fn)
+    metrics = evaluator.evaluate(params, jax.random.PRNGKey(1))
     for name in ("random", "greedy", "mcts:32"):
         counts = [metrics[f"eval/vs_{name}/{k}"] for k in ("wins", "draws", "losses")]
         assert sum(counts) == 40, (name, counts)
@@ -246,4 +247,5 @@ def test_an_oracle_dir_without_the_games_files_is_refused_before_training(tmp_pa
     (tmp_path / "notes.txt").write_text("not an oracle")
     config = tiny_config(eval=EvalConfig(oracle=True, oracle_dir=str(tmp_path)))
     with pytest.raises(ConfigError, match=r"eval.oracle_dir: no \*.jsonl files in"):
-        Evaluator(TTT, config, Learner(TTT, config), params_example={})
+        learner = Learner(TTT, config)
+        Evaluator(TTT, config, learner.apply_fn, learner.search_fn, params_example={})

@@ -15,8 +15,9 @@ from azjax import Agent
 from azjax.agent import MODELS_DIR
 from azjax.evaluation.arena import play_arena
 from azjax.evaluation.baselines import random_player
-from azjax.evaluation.evaluator import network_player, oracle_errors, search_player
 from azjax.evaluation.oracle import has_oracle, load_oracle
+from azjax.evaluation.oracle_score import oracle_errors
+from azjax.evaluation.players import network_player, search_player
 
 SHIPPED = sorted(p.name for p in MODELS_DIR.iterdir() if (p / "model.json").is_file()) \
     if MODELS_DIR.is_dir() else []
@@ -41,7 +42,7 @@ def test_shipped_model_matches_its_card(game):
     raw = jax.jit(lambda p, k, s, m: oracle_errors(network_player(agent.env, agent.apply_fn, p),
                                                     k, s, m))
     search = jax.jit(lambda p, k, s, m: oracle_errors(
-        search_player(agent._search_fn, p, agent.num_simulations), k, s, m))
+        search_player(agent.search_fn, p, agent.num_simulations), k, s, m))
     for name, oracle in sets.items():
         states = jax.tree.map(lambda x: x[:limit], oracle.states)
         preserving = oracle.preserving[:limit]
@@ -75,7 +76,7 @@ def _check_arena_against_random(agent, card, num_games: int = 10,
     (both colours) with the model's default simulations, capped at `max_simulations`: random
     tests the network more than the search, and draughts' 256 took 100 s of the suite."""
     assert "eval/vs_random/score" in card, "a model card without an oracle must score vs random"
-    me = search_player(agent._search_fn, agent.params,
+    me = search_player(agent.search_fn, agent.params,
                        min(agent.num_simulations, max_simulations))
     result = play_arena(agent.env, me, random_player(agent.env), key=jax.random.PRNGKey(1),
                         num_games=num_games)

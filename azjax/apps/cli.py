@@ -151,7 +151,7 @@ def evaluate(
                       "(its network and game stay)")] = None,
 ) -> None:
     """Evaluate an agent: arenas against baselines or agents, oracle scoring, Elo ladders."""
-    from azjax.evaluation.evaluator import evaluate_agent
+    from azjax.evaluation.measure import evaluate_agent
 
     if ladder:
         if set_:
@@ -244,7 +244,7 @@ def export(
     if oracle is not None or against:
         def evaluate(model_dir: Path) -> dict:
             from azjax.agent import Agent
-            from azjax.evaluation.evaluator import measure_agent
+            from azjax.evaluation.measure import measure_agent
 
             metrics, _ = measure_agent(Agent.load(model_dir), against=against or [],
                                        oracle=oracle, games=games, num_simulations=None,

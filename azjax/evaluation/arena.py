@@ -1,8 +1,10 @@
 """Arenas: two players over a batch of games in lockstep, inside one jitted `lax.while_loop`.
 
-A player is ``act(key, states[B]) -> int32[B]`` (see `azjax.evaluation.baselines`). With several local
-devices (GPUs, or `XLA_FLAGS=--xla_force_host_platform_device_count=N` on a CPU), `play_arena`
-splits the games over them (`jax.shard_map`, no communication while the games run).
+A player is ``act(key, states[B]) -> int32[B]`` (see `azjax.evaluation.baselines`). With
+several local devices (GPUs, or `XLA_FLAGS=--xla_force_host_platform_device_count=N` on a
+CPU), `play_arena` splits the games over them (`jax.shard_map`, no communication while the
+games run). `run_arena` is the one arena loop; `arena_metrics` and `wdl_summary` are the one
+way its results become metrics and lines.
 Shape legend: B batch (here: games), A actions, D devices.
 """
 
@@ -13,7 +15,9 @@ import functools
 import math
 import threading
 from collections.abc import Callable
+from typing import Any
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -21,11 +25,13 @@ from jax.sharding import PartitionSpec
 from numpy.typing import ArrayLike
 
 from azjax.core.placement import AXIS, make_mesh
-from azjax.evaluation.baselines import Player, _derive_key, _hash_choice, _seeds
-from envs.core import Env
+from azjax.evaluation.baselines import Player
+from azjax.evaluation.hashing import derive_key, hash_choice, hash_seeds
+from envs.core import Env, GameState
 
-__all__ = ["ArenaResult", "arena_devices", "arena_split_note", "elo_difference", "play_arena",
-           "run_arena"]
+__all__ = ["PAIRED_OPENING_PLIES", "ArenaResult", "arena_devices", "arena_metrics",
+           "arena_split_note", "default_max_steps", "elo_difference", "play_arena", "run_arena",
+           "wdl_summary"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,12 +66,19 @@ class ArenaResult:
 
     @property
     def num_games(self) -> int:
+        """wins + draws + losses."""
         return self.wins + self.draws + self.losses
 
     @property
     def score(self) -> float:
         """(wins + draws / 2) / games, in [0, 1]."""
         return (self.wins + 0.5 * self.draws) / max(self.num_games, 1)
+
+    def counts(self) -> dict[str, int | float]:
+        """{"wins", "draws", "losses": ints, "score": float in [0, 1]}: the record every
+        report of an arena keeps (`arena_metrics`, the ladder's matches)."""
+        return {"wins": self.wins, "draws": self.draws, "losses": self.losses,
+                "score": self.score}
 
     def __str__(self) -> str:
         return (
@@ -85,6 +98,11 @@ def elo_difference(score: float) -> float:
     return -400.0 * math.log10(1.0 / score - 1.0)
 
 
+def default_max_steps(env: Env) -> int:
+    """An arena's ply limit when its caller names none: the game's longest game, else 10,000."""
+    return getattr(env, "max_game_length", 0) or 10_000
+
+
 def run_arena(
     key: jax.Array,
     *,
@@ -92,7 +110,7 @@ def run_arena(
     player_a: Player,
     player_b: Player,
     num_games: int,
-    max_steps: int | jax.Array,
+    max_steps: int | jax.Array | None = None,
     first_game: int | jax.Array = 0,
     total_games: int | None = None,
     player_key: jax.Array | None = None,
@@ -102,10 +120,13 @@ def run_arena(
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
     """Plays B = num_games games of A against B in lockstep: a pure, traceable function.
 
-    Call it inside your own jit (players may close over traced params) or use `play_arena`.
+    The one arena every caller plays: call it inside your own jit (players may close over
+    traced params, as the training evaluator and the ladder do) or use `play_arena`.
     A is player 0 (moves first) in the first ``ceil(total_games / 2)`` games and player 1 in
     the rest. Each ply calls each player on the whole batch, when any live game has it to move,
     and keeps the action of the player to move in each game; finished games stay finished.
+
+    max_steps: the ply limit (default `default_max_steps`); games still running count as draws.
 
     first_game, total_games: this batch is games ``[first_game, first_game + B)`` of an arena of
     `total_games` (default B); a game's index fixes its colours and its start, so the blocks of
@@ -114,8 +135,8 @@ def run_arena(
 
     opening_plies (static): the first plies of every game are uniformly random legal moves, the
     same in the two games of a pair (i and i + ceil(total / 2), colours swapped), drawn from
-    uint32 `opening_seed` (default: derived from `key`). Without them two deterministic players
-    (greedy search) replay one game per colour however many are asked for.
+    uint32 `opening_seed` [] (default: derived from `key`). Without them two deterministic
+    players (greedy search) replay one game per colour however many are asked for.
 
     progress (static): after each ply, tell the host how many of this batch's games are still
     live (`jax.debug.callback`), for `play_arena`'s `progress` report. Off, the program has no
@@ -126,66 +147,96 @@ def run_arena(
       `ArenaResult.from_outcomes` turns them into counts.
     """
     total = num_games if total_games is None else total_games
+    max_steps = default_max_steps(env) if max_steps is None else max_steps
     player_key = key if player_key is None else player_key
     game_ids = first_game + jnp.arange(num_games)
     # Keys derived by hashing, not threefry: ~0.5 s less XLA compile time per arena here.
-    states = jax.vmap(env.init)(jax.vmap(_derive_key, (None, 0))(key, game_ids))
+    states = jax.vmap(env.init)(jax.vmap(derive_key, (None, 0))(key, game_ids))
+    chex.assert_shape(states.legal_action_mask, (num_games, env.num_actions))
     a_id = jnp.where(game_ids < (total + 1) // 2, 0, 1).astype(jnp.int32)
-    no_moves = jnp.zeros(num_games, jnp.int32)
+    opening = None
     if opening_plies:
         # Paired openings: game i and game i + ceil(total / 2), where the colours are swapped,
         # draw the same random moves: (seed, pair, ply) picks each one.
         if opening_seed is None:
-            opening_seed = _seeds(_derive_key(key, jnp.uint32(0xFFFFFFFE)), 1)[0]
+            opening_seed = hash_seeds(derive_key(key, jnp.uint32(0xFFFFFFFE)), 1)[0]
+        chex.assert_shape(opening_seed, ())
         pairs = (game_ids % max((total + 1) // 2, 1)).astype(jnp.uint32) * jnp.uint32(4099)
-
-    def live(states):
-        return ~(states.terminated | states.truncated)
+        opening = (opening_plies, opening_seed, pairs)
 
     def cond(carry):
         t, states, *_ = carry
-        return (t < max_steps) & jnp.any(live(states))
+        return (t < max_steps) & jnp.any(_live(states))
 
-    def body(carry):
-        t, states, totals, bad_a, bad_b = carry
-        key_a = _derive_key(player_key, total + 2 * t)
-        key_b = _derive_key(player_key, total + 2 * t + 1)
-        a_turn = live(states) & (states.current_player == a_id)
-        b_turn = live(states) & (states.current_player != a_id)
-        in_opening = t < opening_plies  # the games run in lockstep: the same for all
-        # Call a player only when some game needs it (e.g. not at all once its games end).
-        act_a = jax.lax.cond(
-            jnp.any(a_turn) & ~in_opening,
-            lambda: player_a(key_a, states).astype(jnp.int32),
-            lambda: no_moves,
-        )
-        act_b = jax.lax.cond(
-            jnp.any(b_turn) & ~in_opening,
-            lambda: player_b(key_b, states).astype(jnp.int32),
-            lambda: no_moves,
-        )
-        action = jnp.where(a_turn, act_a, act_b)
-        if opening_plies:
-            opening = jax.vmap(_hash_choice, in_axes=(None, 0, 0))(
-                opening_seed, pairs + t.astype(jnp.uint32), states.legal_action_mask)
-            action = jnp.where(in_opening, opening, action)
-        safe = jnp.clip(action, 0, env.num_actions - 1)
-        legal = (action == safe) & jnp.take_along_axis(
-            states.legal_action_mask, safe[:, None], axis=1
-        )[:, 0]
-        bad_a = bad_a + jnp.sum(a_turn & ~legal, dtype=jnp.int32)
-        bad_b = bad_b + jnp.sum(b_turn & ~legal, dtype=jnp.int32)
-        states = jax.vmap(env.step)(states, action)  # a finished game stays finished
-        if progress:
-            jax.debug.callback(_arena_tick, jnp.asarray(first_game, jnp.int32),
-                               jnp.sum(live(states), dtype=jnp.int32), t + 1)
-        return t + 1, states, totals + states.rewards, bad_a, bad_b
-
+    body = functools.partial(_arena_ply, env, player_a, player_b, player_key, total, a_id,
+                             opening, first_game if progress else None)
     totals = jnp.zeros((num_games, 2), jnp.float32)
     carry = (jnp.int32(0), states, totals, jnp.int32(0), jnp.int32(0))
     _, _, totals, bad_a, bad_b = jax.lax.while_loop(cond, body, carry)
     a_returns = jnp.take_along_axis(totals, a_id[:, None], axis=1)[:, 0]
     return a_returns, bad_a, bad_b
+
+
+def _live(states: GameState) -> jax.Array:
+    """bool [B]: the games still running."""
+    return ~(states.terminated | states.truncated)
+
+
+def _arena_ply(env: Env, player_a: Player, player_b: Player, player_key: jax.Array, total: int,
+               a_id: jax.Array, opening: tuple | None, progress_block: Any, carry: tuple):
+    """One ply of every game of `run_arena`: carry (ply, states, totals [B, 2], illegal moves
+    by A, by B) -> the same after it. `opening` is (plies, seed, pair ids) or None; a
+    `progress_block` (the batch's first game) reports to the host after the ply."""
+    t, states, totals, bad_a, bad_b = carry
+    no_moves = jnp.zeros_like(a_id)
+    key_a = derive_key(player_key, total + 2 * t)
+    key_b = derive_key(player_key, total + 2 * t + 1)
+    a_turn = _live(states) & (states.current_player == a_id)
+    b_turn = _live(states) & (states.current_player != a_id)
+    in_opening = t < (opening[0] if opening else 0)  # the games run in lockstep: the same for all
+    # Call a player only when some game needs it (e.g. not at all once its games end).
+    act_a = jax.lax.cond(
+        jnp.any(a_turn) & ~in_opening,
+        lambda: player_a(key_a, states).astype(jnp.int32),
+        lambda: no_moves,
+    )
+    act_b = jax.lax.cond(
+        jnp.any(b_turn) & ~in_opening,
+        lambda: player_b(key_b, states).astype(jnp.int32),
+        lambda: no_moves,
+    )
+    action = jnp.where(a_turn, act_a, act_b)
+    if opening:
+        _, seed, pairs = opening
+        random_move = jax.vmap(hash_choice, in_axes=(None, 0, 0))(
+            seed, pairs + t.astype(jnp.uint32), states.legal_action_mask)
+        action = jnp.where(in_opening, random_move, action)
+    safe = jnp.clip(action, 0, env.num_actions - 1)
+    legal = (action == safe) & jnp.take_along_axis(
+        states.legal_action_mask, safe[:, None], axis=1
+    )[:, 0]
+    bad_a = bad_a + jnp.sum(a_turn & ~legal, dtype=jnp.int32)
+    bad_b = bad_b + jnp.sum(b_turn & ~legal, dtype=jnp.int32)
+    states = jax.vmap(env.step)(states, action)  # a finished game stays finished
+    if progress_block is not None:
+        jax.debug.callback(_arena_tick, jnp.asarray(progress_block, jnp.int32),
+                           jnp.sum(_live(states), dtype=jnp.int32), t + 1)
+    return t + 1, states, totals + states.rewards, bad_a, bad_b
+
+
+def arena_metrics(name: str, result: ArenaResult) -> dict[str, int | float]:
+    """An arena's result against opponent `name` as the run's metrics: ``eval/vs_<name>/``
+    wins, draws, losses (ints) and score (float in [0, 1])."""
+    return {f"eval/vs_{name}/{field}": value for field, value in result.counts().items()}
+
+
+def wdl_summary(name: str, metrics: dict[str, Any]) -> str | None:
+    """``vs <name> W/D/L w/d/l`` from `arena_metrics`' keys in `metrics`; None when that arena
+    was not played."""
+    if f"eval/vs_{name}/wins" not in metrics:
+        return None
+    return (f"vs {name} W/D/L {metrics[f'eval/vs_{name}/wins']}/"
+            f"{metrics[f'eval/vs_{name}/draws']}/{metrics[f'eval/vs_{name}/losses']}")
 
 
 # Random plies opening the paired games of an arena between two deterministic players (greedy
@@ -224,7 +275,7 @@ def _split_arena_jit(env: Env, player_a: Player, player_b: Player, num_games: in
             key, env=env, player_a=player_a, player_b=player_b, num_games=per_device,
             max_steps=max_steps, first_game=device * per_device, total_games=num_games,
             # A counter range of its own: below it the games' starts, above it the openings' seed.
-            player_key=_derive_key(key, jnp.uint32(0x80000000) + device.astype(jnp.uint32)),
+            player_key=derive_key(key, jnp.uint32(0x80000000) + device.astype(jnp.uint32)),
             opening_plies=opening_plies, progress=progress)
         return returns, bad_a[None], bad_b[None]
 
@@ -292,7 +343,7 @@ def play_arena(
     if num_games < 1:
         raise ValueError(f"num_games must be >= 1, got {num_games}")
     if max_steps is None:
-        max_steps = getattr(env, "max_game_length", 0) or 10_000
+        max_steps = default_max_steps(env)
     devices = arena_devices(num_games, devices)
     if progress is not None:
         _ARENA_WATCHERS.append(_count_finished(progress, num_games, len(devices)))

@@ -20,6 +20,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from azjax.evaluation.hashing import hash32, hash_choice, hash_seeds
 from envs.core import Env, GameState, tree_select
 
 __all__ = ["Player", "greedy_player", "mcts_player", "random_legal_actions", "random_player",
@@ -33,57 +34,6 @@ def _done(state: GameState) -> jax.Array:
     return state.terminated | state.truncated
 
 
-def _seeds(key: jax.Array, num: int) -> jax.Array:
-    """uint32 [num]: independent 32-bit seeds derived from `key` by `_hash`.
-
-    The key's raw words (already well mixed by `jax.random.split` / `fold_in`) are hashed;
-    no threefry here: each threefry call site costs ~1 s of XLA compile time on this CPU, and
-    threefry inside the search's loops also ran ~7x slower than the hash.
-    """
-    if jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
-        key = jax.random.key_data(key)
-    words = jnp.asarray(key).astype(jnp.uint32).reshape(-1)
-    seed = jnp.uint32(0x243F6A88)
-    for i in range(words.shape[0]):
-        seed = _hash(seed ^ words[i], jnp.uint32(i + 1))
-    return _hash(seed, jnp.arange(num, dtype=jnp.uint32))
-
-
-def _derive_key(key: jax.Array, counter: jax.Array) -> jax.Array:
-    """A new key of `key`'s kind and shape for `counter`, by `_hash` (no threefry compile)."""
-    typed = jnp.issubdtype(key.dtype, jax.dtypes.prng_key)
-    data = jax.random.key_data(key) if typed else jnp.asarray(key)
-    num = math.prod(data.shape)
-    ids = counter.astype(jnp.uint32) * jnp.uint32(num) + jnp.arange(num, dtype=jnp.uint32)
-    words = _hash(_seeds(key, 1)[0], ids).reshape(data.shape)
-    if typed:
-        return jax.random.wrap_key_data(words, impl=jax.random.key_impl(key))
-    return words.astype(data.dtype)
-
-
-def _hash(seed: jax.Array, counter: jax.Array) -> jax.Array:
-    """uint32: a counter-based hash (murmur3's finaliser) of (seed, counter)."""
-    x = seed ^ (counter.astype(jnp.uint32) * jnp.uint32(0x9E3779B9))
-    x = x ^ (x >> 16)
-    x = x * jnp.uint32(0x85EBCA6B)
-    x = x ^ (x >> 13)
-    x = x * jnp.uint32(0xC2B2AE35)
-    return x ^ (x >> 16)
-
-
-def _hash_choice(seed: jax.Array, counter: jax.Array, mask: jax.Array) -> jax.Array:
-    """A uniformly random index where ``mask`` (bool [A]) is True, from `_hash`: int32 [].
-
-    Each index gets an independent 32-bit hash and the largest masked one wins. Inside the
-    search this replaces `jax.random`: threefry costs ~1 s of XLA compile time per call site
-    on this CPU, the hash next to nothing.
-    """
-    num = mask.shape[-1]
-    ids = counter.astype(jnp.uint32) * jnp.uint32(num) + jnp.arange(num, dtype=jnp.uint32)
-    noise = (_hash(seed, ids) >> 1).astype(jnp.int32)  # in [0, 2**31)
-    return jnp.argmax(jnp.where(mask, noise, -1)).astype(jnp.int32)
-
-
 # ---- random ---------------------------------------------------------------------------------
 
 
@@ -94,8 +44,8 @@ def random_legal_actions(key: jax.Array, masks: jax.Array) -> jax.Array:
     where a cumulative sum over the mask (then `argmax`) cost ~2.3 us per row of 170 actions
     on this CPU and `jax.random.categorical` ~6x that (docs/draughts.md, "Throughput").
     """
-    return jax.vmap(_hash_choice, in_axes=(0, None, 0))(
-        _seeds(key, masks.shape[0]), jnp.uint32(0), masks)
+    return jax.vmap(hash_choice, in_axes=(0, None, 0))(
+        hash_seeds(key, masks.shape[0]), jnp.uint32(0), masks)
 
 
 @functools.cache
@@ -147,8 +97,8 @@ def greedy_player(env: Env) -> Player:
     def act(key: jax.Array, states: GameState) -> jax.Array:
         """key, states[B] -> int32 [B]."""
         masks = jax.vmap(preferred)(states)
-        return jax.vmap(_hash_choice, in_axes=(0, None, 0))(
-            _seeds(key, masks.shape[0]), jnp.uint32(0), masks
+        return jax.vmap(hash_choice, in_axes=(0, None, 0))(
+            hash_seeds(key, masks.shape[0]), jnp.uint32(0), masks
         )
 
     return act
@@ -162,7 +112,7 @@ def uct_search(
 ) -> tuple[jax.Array, jax.Array]:
     """Plain UCT for ONE game; see `_uct_search`. Returns (action [], visits [A])."""
     one = jax.tree.map(lambda x: x[None], state)
-    actions, visits = _uct_search(env, _seeds(key, 1), one, num_simulations=num_simulations,
+    actions, visits = _uct_search(env, hash_seeds(key, 1), one, num_simulations=num_simulations,
                                   uct_c=uct_c)
     return actions[0], visits[0]
 
@@ -178,7 +128,7 @@ def _uct_search(
     - Expand one unvisited legal child (uniformly random among them), as OpenSpiel's MCTSBot.
     - Evaluate it by one uniformly random rollout to the end of the game. A terminal node is
       not expanded: its value is the game result.
-    - Randomness: `_hash` of the game's uint32 seed, the simulation index and a step counter.
+    - Randomness: `hash32` of the game's uint32 seed, the simulation index and a step counter.
     - Back up the rewards per player id along the path; each node stores the total return,
       for both players, of the games that went through it (the reward of the step into the
       node included), so every parent reads it from its own mover's side.
@@ -194,121 +144,132 @@ def _uct_search(
       child (ties: the larger total return for the mover, then the lowest index); 0 when the
       root is finished.
     """
-    num_nodes_max = num_simulations + 1
-    num_actions = env.num_actions
-    batch = jnp.arange(seeds.shape[0])
-
-    def new_tree(state: GameState) -> dict[str, Any]:
-        return dict(
-            states=jax.tree.map(lambda x: jnp.broadcast_to(x, (num_nodes_max, *x.shape)), state),
-            visits=jnp.zeros(num_nodes_max, jnp.int32),
-            returns=jnp.zeros((num_nodes_max, 2), jnp.float32),
-            children=jnp.full((num_nodes_max, num_actions), -1, jnp.int32),
-            parent=jnp.full(num_nodes_max, -1, jnp.int32),
-            size=jnp.int32(1),
-        )
-
-    def node_state(tree: dict[str, Any], node: jax.Array) -> GameState:
-        return jax.tree.map(lambda x: x[node], tree["states"])
-
-    def uct_scores(tree: dict[str, Any], node: jax.Array) -> jax.Array:
-        """float32 [A]: UCT of each child of a fully expanded node (-inf for illegal)."""
-        s = node_state(tree, node)
-        kids = tree["children"][node]
-        safe_kids = jnp.maximum(kids, 0)
-        kid_visits = jnp.maximum(tree["visits"][safe_kids], 1).astype(jnp.float32)
-        q = tree["returns"][safe_kids, s.current_player] / kid_visits
-        parent_visits = tree["visits"][node].astype(jnp.float32)
-        u = uct_c * jnp.sqrt(jnp.log(parent_visits) / kid_visits)
-        return jnp.where(s.legal_action_mask & (kids >= 0), q + u, -jnp.inf)
-
-    def unexpanded(tree: dict[str, Any], node: jax.Array) -> jax.Array:
-        s = node_state(tree, node)
-        return s.legal_action_mask & (tree["children"][node] < 0) & ~_done(s)
-
-    def rollout(seed: jax.Array, s: GameState) -> jax.Array:
-        """float32 [2]: the rewards per player id from `s` to the end of a random game."""
-
-        def cond(carry):
-            return ~_done(carry[1])
-
-        def body(carry):
-            t, s, total = carry
-            s = env.step(s, _hash_choice(seed, t, s.legal_action_mask))
-            return t + 1, s, total + s.rewards
-
-        init = (jnp.int32(1), s, jnp.zeros(2, jnp.float32))  # counter 0 is the expansion's
-        return jax.lax.while_loop(cond, body, init)[2]
-
-    def select_expand_evaluate(seed, i, tree):
-        """One game's selection, expansion and rollout: (tree, leaf node, rollout rewards)."""
-        sim_seed = _hash(seed, i)
-
-        # Selection: descend while the node is live and fully expanded.
-        def keep_going(node):
-            return ~_done(node_state(tree, node)) & ~jnp.any(unexpanded(tree, node))
-
-        def descend(node):
-            return tree["children"][node, jnp.argmax(uct_scores(tree, node))]
-
-        node = jax.lax.while_loop(keep_going, descend, jnp.int32(0))
-
-        # Expansion: one random unvisited legal child of a live node.
-        s = node_state(tree, node)
-        expand = ~_done(s)
-        action = _hash_choice(sim_seed, jnp.int32(0), unexpanded(tree, node))
-        child_state = env.step(s, action)
-        new = tree["size"]  # <= simulation index + 1 <= N: always in range
-        tree = dict(
-            tree,
-            states=jax.tree.map(lambda xs, x: xs.at[new].set(x), tree["states"], child_state),
-            children=tree["children"]
-            .at[node, action]
-            .set(jnp.where(expand, new, tree["children"][node, action])),
-            parent=tree["parent"].at[new].set(jnp.where(expand, node, -1)),
-            size=tree["size"] + expand.astype(jnp.int32),
-        )
-        leaf = jnp.where(expand, new, node)
-
-        # Evaluation: one random rollout (nothing to play from a terminal node).
-        return tree, leaf, rollout(sim_seed, tree_select(expand, child_state, s))
-
-    def backup(tree, leaf, future):
-        """Walks every game's parents to its root, adding each node's own step reward."""
-        step_rewards = tree["states"].rewards  # [B, N+1, 2]
-
-        def live_path(carry):
-            return jnp.any(carry[0] >= 0)
-
-        def step(carry):
-            node, total, visits, returns = carry
-            live = node >= 0
-            at = jnp.maximum(node, 0)  # games whose path has ended add zeros at their root
-            total = jnp.where(live[:, None], total + step_rewards[batch, at], total)
-            visits = visits.at[batch, at].add(live.astype(jnp.int32))
-            returns = returns.at[batch, at].add(jnp.where(live[:, None], total, 0.0))
-            return jnp.where(live, tree["parent"][batch, at], node), total, visits, returns
-
-        _, _, visits, returns = jax.lax.while_loop(
-            live_path, step, (leaf, future, tree["visits"], tree["returns"]))
-        return dict(tree, visits=visits, returns=returns)
+    new_tree = functools.partial(_new_tree, num_nodes=num_simulations + 1,
+                                 num_actions=env.num_actions)
+    one_game = functools.partial(_select_expand_evaluate, env, uct_c)
 
     def simulate(i, tree):
-        tree, leaf, future = jax.vmap(select_expand_evaluate, (0, None, 0))(seeds, i, tree)
-        return backup(tree, leaf, future)
+        tree, leaf, future = jax.vmap(one_game, (0, None, 0))(seeds, i, tree)
+        return _backup(tree, leaf, future)
 
     tree = jax.lax.fori_loop(0, num_simulations, simulate, jax.vmap(new_tree)(states))
+    return jax.vmap(_best_root_child)(tree, states)
 
-    def best_root_child(tree, state):
-        kids = tree["children"][0]
-        safe_kids = jnp.maximum(kids, 0)
-        visits = jnp.where(kids >= 0, tree["visits"][safe_kids], 0)
-        best = visits == jnp.max(visits)
-        mover_return = tree["returns"][safe_kids, state.current_player]
-        action = jnp.argmax(jnp.where(best & (kids >= 0), mover_return, -jnp.inf))
-        return action.astype(jnp.int32), visits
 
-    return jax.vmap(best_root_child)(tree, states)
+def _new_tree(state: GameState, *, num_nodes: int, num_actions: int) -> dict[str, Any]:
+    """One game's empty tree of `num_nodes` nodes, its root `state`."""
+    return dict(
+        states=jax.tree.map(lambda x: jnp.broadcast_to(x, (num_nodes, *x.shape)), state),
+        visits=jnp.zeros(num_nodes, jnp.int32),
+        returns=jnp.zeros((num_nodes, 2), jnp.float32),
+        children=jnp.full((num_nodes, num_actions), -1, jnp.int32),
+        parent=jnp.full(num_nodes, -1, jnp.int32),
+        size=jnp.int32(1),
+    )
+
+
+def _node_state(tree: dict[str, Any], node: jax.Array) -> GameState:
+    return jax.tree.map(lambda x: x[node], tree["states"])
+
+
+def _uct_scores(uct_c: float, tree: dict[str, Any], node: jax.Array) -> jax.Array:
+    """float32 [A]: UCT of each child of a fully expanded node (-inf for illegal)."""
+    s = _node_state(tree, node)
+    kids = tree["children"][node]
+    safe_kids = jnp.maximum(kids, 0)
+    kid_visits = jnp.maximum(tree["visits"][safe_kids], 1).astype(jnp.float32)
+    q = tree["returns"][safe_kids, s.current_player] / kid_visits
+    parent_visits = tree["visits"][node].astype(jnp.float32)
+    u = uct_c * jnp.sqrt(jnp.log(parent_visits) / kid_visits)
+    return jnp.where(s.legal_action_mask & (kids >= 0), q + u, -jnp.inf)
+
+
+def _unexpanded(tree: dict[str, Any], node: jax.Array) -> jax.Array:
+    """bool [A]: the legal children of a live node not expanded yet."""
+    s = _node_state(tree, node)
+    return s.legal_action_mask & (tree["children"][node] < 0) & ~_done(s)
+
+
+def _rollout(env: Env, seed: jax.Array, s: GameState) -> jax.Array:
+    """float32 [2]: the rewards per player id from `s` to the end of a random game."""
+
+    def cond(carry):
+        return ~_done(carry[1])
+
+    def body(carry):
+        t, s, total = carry
+        s = env.step(s, hash_choice(seed, t, s.legal_action_mask))
+        return t + 1, s, total + s.rewards
+
+    init = (jnp.int32(1), s, jnp.zeros(2, jnp.float32))  # counter 0 is the expansion's
+    return jax.lax.while_loop(cond, body, init)[2]
+
+
+def _select_expand_evaluate(env: Env, uct_c: float, seed, i, tree):
+    """One game's selection, expansion and rollout: (tree, leaf node, rollout rewards)."""
+    sim_seed = hash32(seed, i)
+
+    # Selection: descend while the node is live and fully expanded.
+    def keep_going(node):
+        return ~_done(_node_state(tree, node)) & ~jnp.any(_unexpanded(tree, node))
+
+    def descend(node):
+        return tree["children"][node, jnp.argmax(_uct_scores(uct_c, tree, node))]
+
+    node = jax.lax.while_loop(keep_going, descend, jnp.int32(0))
+
+    # Expansion: one random unvisited legal child of a live node.
+    s = _node_state(tree, node)
+    expand = ~_done(s)
+    action = hash_choice(sim_seed, jnp.int32(0), _unexpanded(tree, node))
+    child_state = env.step(s, action)
+    new = tree["size"]  # <= simulation index + 1 <= N: always in range
+    tree = dict(
+        tree,
+        states=jax.tree.map(lambda xs, x: xs.at[new].set(x), tree["states"], child_state),
+        children=tree["children"]
+        .at[node, action]
+        .set(jnp.where(expand, new, tree["children"][node, action])),
+        parent=tree["parent"].at[new].set(jnp.where(expand, node, -1)),
+        size=tree["size"] + expand.astype(jnp.int32),
+    )
+    leaf = jnp.where(expand, new, node)
+
+    # Evaluation: one random rollout (nothing to play from a terminal node).
+    return tree, leaf, _rollout(env, sim_seed, tree_select(expand, child_state, s))
+
+
+def _backup(tree, leaf, future):
+    """Walks every game's parents to its root, adding each node's own step reward."""
+    step_rewards = tree["states"].rewards  # [B, N+1, 2]
+    batch = jnp.arange(leaf.shape[0])
+
+    def live_path(carry):
+        return jnp.any(carry[0] >= 0)
+
+    def step(carry):
+        node, total, visits, returns = carry
+        live = node >= 0
+        at = jnp.maximum(node, 0)  # games whose path has ended add zeros at their root
+        total = jnp.where(live[:, None], total + step_rewards[batch, at], total)
+        visits = visits.at[batch, at].add(live.astype(jnp.int32))
+        returns = returns.at[batch, at].add(jnp.where(live[:, None], total, 0.0))
+        return jnp.where(live, tree["parent"][batch, at], node), total, visits, returns
+
+    _, _, visits, returns = jax.lax.while_loop(
+        live_path, step, (leaf, future, tree["visits"], tree["returns"]))
+    return dict(tree, visits=visits, returns=returns)
+
+
+def _best_root_child(tree, state):
+    """One game's move: the most visited root child, ties to the larger mover's return."""
+    kids = tree["children"][0]
+    safe_kids = jnp.maximum(kids, 0)
+    visits = jnp.where(kids >= 0, tree["visits"][safe_kids], 0)
+    best = visits == jnp.max(visits)
+    mover_return = tree["returns"][safe_kids, state.current_player]
+    action = jnp.argmax(jnp.where(best & (kids >= 0), mover_return, -jnp.inf))
+    return action.astype(jnp.int32), visits
 
 
 @functools.cache
@@ -323,7 +284,7 @@ def mcts_player(env: Env, num_simulations: int, *, uct_c: float = math.sqrt(2.0)
         raise ValueError(f"num_simulations must be >= 1, got {num_simulations}")
     def act(key: jax.Array, states: GameState) -> jax.Array:
         """key, states[B] -> int32 [B]."""
-        seeds = _seeds(key, states.current_player.shape[0])
+        seeds = hash_seeds(key, states.current_player.shape[0])
         return _uct_search(env, seeds, states, num_simulations=num_simulations,
                            uct_c=uct_c)[0]
 

@@ -23,7 +23,8 @@ import jax.numpy as jnp
 import numpy as np
 
 import envs
-from azjax.evaluation.baselines import Player, _derive_key, _hash_choice, _seeds
+from azjax.evaluation.baselines import Player
+from azjax.evaluation.hashing import derive_key, hash_choice, hash_seeds
 from envs.core import Env, GameState, tree_select
 
 __all__ = [
@@ -458,7 +459,7 @@ def _chosen_actions(
     num_batches = math.ceil(num / batch_size)
     rows = jnp.arange(num_batches * batch_size) % num  # pad by wrapping around
     batches = jax.tree.map(lambda x: x[rows].reshape(num_batches, batch_size, *x.shape[1:]), states)
-    keys = jax.vmap(_derive_key, (None, 0))(key, jnp.arange(num_batches))
+    keys = jax.vmap(derive_key, (None, 0))(key, jnp.arange(num_batches))
     actions = jax.lax.map(lambda kb: player(kb[0], kb[1]).astype(jnp.int32), (keys, batches))
     return actions.reshape(-1)[:num]
 
@@ -517,8 +518,8 @@ def oracle_player(*oracle_sets: OracleSet) -> Player:
         found = jnp.any(same, axis=1)
         labels = known_preserving[jnp.argmax(same, axis=1)]
         masks = jnp.where(found[:, None], labels, states.legal_action_mask)
-        return jax.vmap(_hash_choice, in_axes=(0, None, 0))(
-            _seeds(key, masks.shape[0]), jnp.uint32(0), masks
+        return jax.vmap(hash_choice, in_axes=(0, None, 0))(
+            hash_seeds(key, masks.shape[0]), jnp.uint32(0), masks
         )
 
     return act

@@ -22,6 +22,7 @@ search or a baseline) with a `lax.switch`, so every pairing shares one compiled 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import os
@@ -37,8 +38,9 @@ import envs
 from azjax.agent import default_simulations
 from azjax.core.search import make_network_search
 from azjax.evaluation.arena import PAIRED_OPENING_PLIES, ArenaResult, run_arena
-from azjax.evaluation.baselines import _derive_key, _seeds
-from azjax.evaluation.evaluator import make_opponent, search_player
+from azjax.evaluation.baselines import Player
+from azjax.evaluation.hashing import derive_key, hash_seeds
+from azjax.evaluation.players import make_opponent, search_player
 from azjax.model_files import CheckpointError, load_model, snapshot_dirs
 from azjax.training.metrics import read_metrics
 
@@ -96,15 +98,35 @@ def fit_elo(
         raise ValueError(f"the anchor {anchor!r} is not among the players {names}")
     if prior_draws < 0:
         raise ValueError(f"prior_draws must be >= 0, got {prior_draws}")
-    n = len(names)
-    score = np.zeros((n, n))  # score[i, j]: points of i against j (win 1, draw 1/2)
+    score, games = _tally(index, results)
+    k = index[anchor]
+    free = np.array([i for i in range(len(names)) if i != k], dtype=int)
+    score[free, k] += prior_draws / 2
+    score[k, free] += prior_draws / 2
+    games[free, k] += prior_draws
+    games[k, free] += prior_draws
+    theta = np.zeros(len(names))
+    half = np.zeros(len(names))
+    if len(free):
+        theta = _newton(score, games, free, max_iterations, anchor)
+        half[free] = _half_widths(score, games, free, theta, anchor)
+    theta = theta + anchor_rating
+    return {name: (float(theta[i]), float(theta[i] - half[i]), float(theta[i] + half[i]))
+            for name, i in index.items()}
+
+
+def _tally(index: dict[str, int], results: Any) -> tuple[np.ndarray, np.ndarray]:
+    """(score [n, n]: points of i against j (win 1, draw 1/2), games [n, n]) from `fit_elo`'s
+    results, players numbered by `index`."""
+    n = len(index)
+    score = np.zeros((n, n))
     games = np.zeros((n, n))
     items = results.items() if isinstance(results, Mapping) else (
         ((a, b), r) for a, b, r in results)
     for (a, b), result in items:
         for name in (a, b):
             if name not in index:
-                raise ValueError(f"result for unknown player {name!r} (players: {names})")
+                raise ValueError(f"result for unknown player {name!r} (players: {list(index)})")
         if a == b:
             raise ValueError(f"a player cannot play itself: {a!r}")
         wins, draws, losses = _counts(result)
@@ -115,60 +137,65 @@ def fit_elo(
         score[j, i] += losses + draws / 2
         games[i, j] += wins + draws + losses
         games[j, i] += wins + draws + losses
-    k = index[anchor]
-    free = np.array([i for i in range(n) if i != k], dtype=int)
-    score[free, k] += prior_draws / 2
-    score[k, free] += prior_draws / 2
-    games[free, k] += prior_draws
-    games[k, free] += prior_draws
+    return score, games
 
-    def loglik(theta):
-        d = _C * (theta[:, None] - theta[None, :])
-        return float(np.sum(score * -np.logaddexp(0.0, -d)))  # sum s_ij log p_ij
 
-    def grad_and_fisher(theta):
-        p = 1.0 / (1.0 + np.exp(-_C * (theta[:, None] - theta[None, :])))
-        grad = _C * np.sum(score - games * p, axis=1)
-        w = _C * _C * games * p * (1.0 - p)
-        fisher = np.diag(w.sum(axis=1)) - w
-        return grad[free], fisher[np.ix_(free, free)]
+def _loglik(score: np.ndarray, theta: np.ndarray) -> float:
+    """The Bradley-Terry log-likelihood of ratings theta [n]: sum s_ij log p_ij."""
+    d = _C * (theta[:, None] - theta[None, :])
+    return float(np.sum(score * -np.logaddexp(0.0, -d)))
 
-    theta = np.zeros(n)
-    if len(free):
-        for _ in range(max_iterations):
-            grad, fisher = grad_and_fisher(theta)
-            try:
-                step = np.linalg.solve(fisher, grad)
-            except np.linalg.LinAlgError:
-                raise ValueError("no finite Elo fit: some player won or lost all its games, or "
-                                 f"no games link it to the anchor {anchor!r}; use prior_draws > 0"
-                                 ) from None
-            current, scale = loglik(theta), 1.0
-            while scale > 1e-6:  # Newton step, halved until the likelihood does not drop
-                trial = theta.copy()
-                trial[free] += scale * step
-                if loglik(trial) >= current - 1e-12:
-                    break
-                scale /= 2
-            theta = trial
-            if np.max(np.abs(theta)) > 1e5:
-                raise ValueError("no finite Elo fit: a player won or lost all its games; "
-                                 "use prior_draws > 0")
-            if np.max(np.abs(scale * step)) < 1e-7:
-                break
-        _, fisher = grad_and_fisher(theta)
+
+def _grad_and_fisher(score: np.ndarray, games: np.ndarray, free: np.ndarray,
+                     theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The log-likelihood's gradient [F] and observed information [F, F] over the F players
+    other than the anchor (`free`)."""
+    p = 1.0 / (1.0 + np.exp(-_C * (theta[:, None] - theta[None, :])))
+    grad = _C * np.sum(score - games * p, axis=1)
+    w = _C * _C * games * p * (1.0 - p)
+    fisher = np.diag(w.sum(axis=1)) - w
+    return grad[free], fisher[np.ix_(free, free)]
+
+
+def _newton(score: np.ndarray, games: np.ndarray, free: np.ndarray, max_iterations: int,
+            anchor: str) -> np.ndarray:
+    """The maximum-likelihood ratings [n] (anchor at 0): Newton's method with step halving."""
+    theta = np.zeros(score.shape[0])
+    for _ in range(max_iterations):
+        grad, fisher = _grad_and_fisher(score, games, free, theta)
         try:
-            cov = np.linalg.inv(fisher)
+            step = np.linalg.solve(fisher, grad)
         except np.linalg.LinAlgError:
-            raise ValueError("singular information matrix: a player is not connected to the "
-                             f"anchor {anchor!r}; use prior_draws > 0") from None
-        half = np.zeros(n)
-        half[free] = _Z95 * np.sqrt(np.maximum(np.diag(cov), 0.0))
-    else:
-        half = np.zeros(n)
-    theta = theta + anchor_rating
-    return {name: (float(theta[i]), float(theta[i] - half[i]), float(theta[i] + half[i]))
-            for name, i in index.items()}
+            raise ValueError("no finite Elo fit: some player won or lost all its games, or "
+                             f"no games link it to the anchor {anchor!r}; use prior_draws > 0"
+                             ) from None
+        current, scale = _loglik(score, theta), 1.0
+        while scale > 1e-6:  # Newton step, halved until the likelihood does not drop
+            trial = theta.copy()
+            trial[free] += scale * step
+            if _loglik(score, trial) >= current - 1e-12:
+                break
+            scale /= 2
+        theta = trial
+        if np.max(np.abs(theta)) > 1e5:
+            raise ValueError("no finite Elo fit: a player won or lost all its games; "
+                             "use prior_draws > 0")
+        if np.max(np.abs(scale * step)) < 1e-7:
+            break
+    return theta
+
+
+def _half_widths(score: np.ndarray, games: np.ndarray, free: np.ndarray, theta: np.ndarray,
+                 anchor: str) -> np.ndarray:
+    """The 95% half-widths [F] of the free players' ratings: 1.96 standard errors from the
+    inverse observed information at `theta`."""
+    _, fisher = _grad_and_fisher(score, games, free, theta)
+    try:
+        cov = np.linalg.inv(fisher)
+    except np.linalg.LinAlgError:
+        raise ValueError("singular information matrix: a player is not connected to the "
+                         f"anchor {anchor!r}; use prior_draws > 0") from None
+    return _Z95 * np.sqrt(np.maximum(np.diag(cov), 0.0))
 
 
 # ---- the ladder -----------------------------------------------------------------------------
@@ -202,9 +229,11 @@ class LadderResult:
     png_path: Path
 
     def ratings(self) -> dict[str, tuple[float, float, float]]:
+        """{player name: (Elo, low95, high95)}."""
         return {p.name: (p.elo, p.low95, p.high95) for p in self.players}
 
     def to_dict(self) -> dict[str, Any]:
+        """The ladder as ladder.json holds it (JSON types only)."""
         return {
             "run_dir": str(self.run_dir),
             "anchor": "random",
@@ -215,8 +244,7 @@ class LadderResult:
             "games_per_pair": self.games_per_pair,
             "opening_plies": self.opening_plies,
             "players": [dataclasses.asdict(p) for p in self.players],
-            "matches": [{"a": a, "b": b, "wins": r.wins, "draws": r.draws, "losses": r.losses,
-                         "score": r.score} for a, b, r in self.matches],
+            "matches": [{"a": a, "b": b, **r.counts()} for a, b, r in self.matches],
         }
 
 
@@ -230,35 +258,49 @@ def _snapshot_dirs(run_dir: Path, max_snapshots: int) -> list[Path]:
     return [found[i] for i in picks]
 
 
+def _switch_player(search_fn: Callable, num_simulations: int, opponents: list[Player],
+                   params: Any, which: jax.Array) -> Player:
+    """Greedy search with `params` when `which` (int32 []) is 0, else baseline
+    ``opponents[which - 1]``: a `lax.switch` runs only the chosen branch."""
+    branches = [search_player(search_fn, params, num_simulations)] + opponents
+
+    def act(key, states):
+        return jax.lax.switch(which, [lambda k, s, f=f: f(k, s).astype(jnp.int32)
+                                      for f in branches], key, states)
+
+    return act
+
+
 def _ladder_arena(env, search_fn, num_simulations: int, opponents: list, *, num_games: int,
                   opening_plies: int):
     """The one compiled arena of a ladder: ``(params_a, which_a, params_b, which_b, key) ->
     (A's returns [B], illegal A, illegal B)``.
 
-    Player ``which`` (int32 []) is greedy search with its params when 0, else baseline
-    ``opponents[which - 1]`` (its params unused): a `lax.switch` runs only the chosen branch,
-    so snapshot-vs-snapshot, snapshot-vs-baseline and baseline-vs-baseline games all share one
-    program with two copies of the search, instead of one program per kind of pairing.
+    Each side is a `_switch_player` (a baseline's params unused), so snapshot-vs-snapshot,
+    snapshot-vs-baseline and baseline-vs-baseline games all share one program with two copies
+    of the search, instead of one program per kind of pairing.
     """
-    max_steps = env.max_game_length or 10_000
-
-    def player(params, which):
-        branches = [search_player(search_fn, params, num_simulations)] + opponents
-
-        def act(key, states):
-            return jax.lax.switch(which, [lambda k, s, f=f: f(k, s).astype(jnp.int32)
-                                          for f in branches], key, states)
-
-        return act
+    player = functools.partial(_switch_player, search_fn, num_simulations, opponents)
 
     def arena(params_a, which_a, params_b, which_b, key):
         return run_arena(
-            _derive_key(key, jnp.uint32(1)), env=env, player_a=player(params_a, which_a),
-            player_b=player(params_b, which_b), num_games=num_games, max_steps=max_steps,
+            derive_key(key, jnp.uint32(1)), env=env, player_a=player(params_a, which_a),
+            player_b=player(params_b, which_b), num_games=num_games,
             opening_plies=opening_plies,
-            opening_seed=_seeds(_derive_key(key, jnp.uint32(0)), 1)[0])
+            opening_seed=hash_seeds(derive_key(key, jnp.uint32(0)), 1)[0])
 
     return jax.jit(arena)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Snapshot:
+    """One loaded snapshot of the ladder."""
+
+    name: str
+    params: Any
+    iteration: int
+    wall_s: Any
+    positions: Any
 
 
 def run_ladder(
@@ -283,6 +325,9 @@ def run_ladder(
       max_snapshots: at most this many snapshots, spread over the run, first and last included.
       opening_plies: random plies opening each pair of games (see the module docstring).
       progress: called with one line per match played (e.g. ``print``).
+
+    Returns:
+      The `LadderResult` (also written to its json_path and png_path).
     """
     run_dir = Path(run_dir)
     if games_per_pair < 2 or games_per_pair % 2:
@@ -299,49 +344,18 @@ def run_ladder(
     search_fn = make_network_search(env, config.network, config.search)
     meta0 = loaded[0][2]
     sims = int(simulations or meta0.get("num_simulations") or default_simulations(config))
-    opponents = {name: make_opponent(env, name) for name in baseline_names}
-    records = {r.get("iteration"): r for r in read_metrics(run_dir / "metrics.jsonl")
-               if "wall_s" in r and "loss" in r}
-    snapshots = []  # (name, params, iteration, wall_s, positions)
-    for params, _, meta in loaded:
-        iteration = int(meta["iteration"])
-        record = records.get(iteration, {})
-        wall_s = meta.get("wall_s", record.get("wall_s"))
-        positions = meta.get("positions", record.get("positions"))
-        snapshots.append((f"iter_{iteration}", params, iteration, wall_s, positions))
-
-    arena = _ladder_arena(env, search_fn, sims, list(opponents.values()),
-                          num_games=games_per_pair, opening_plies=opening_plies)
-    params_of = {name: params for name, params, *_ in snapshots}
-    which = {name: i + 1 for i, name in enumerate(baseline_names)}
-    dummy = snapshots[0][1]  # a baseline's (unused) params
-    matches: list[tuple[str, str, ArenaResult]] = []
-
-    def play(a: str, b: str) -> None:
-        match_key = jax.random.fold_in(key, len(matches))
-        outcomes = arena(params_of.get(a, dummy), jnp.int32(which.get(a, 0)),
-                         params_of.get(b, dummy), jnp.int32(which.get(b, 0)), match_key)
-        result = ArenaResult.from_outcomes(*outcomes)
-        matches.append((a, b, result))
-        if progress is not None:
-            progress(f"{a:>12} vs {b:<12} {result}")
-
-    for i, a in enumerate(baseline_names):  # the baselines among themselves
-        for b in baseline_names[i + 1:]:
-            play(a, b)
-    for name, *_ in snapshots:
-        for b in baseline_names:
-            play(name, b)
-    for (a, *_), (b, *_) in zip(snapshots, snapshots[1:], strict=False):
-        play(a, b)
-
-    names = baseline_names + [s[0] for s in snapshots]
+    opponents = [make_opponent(env, name) for name in baseline_names]
+    snapshots = _snapshots(run_dir, loaded)
+    arena = _ladder_arena(env, search_fn, sims, opponents, num_games=games_per_pair,
+                          opening_plies=opening_plies)
+    matches = _play_matches(arena, key, baseline_names, snapshots, progress)
+    names = baseline_names + [s.name for s in snapshots]
     ratings = fit_elo(names, [(a, b, r) for a, b, r in matches], anchor="random")
     players = [LadderPlayer(name, "baseline", *ratings[name]) for name in baseline_names]
-    players += [LadderPlayer(name, "snapshot", *ratings[name], iteration=iteration,
-                             wall_s=None if wall_s is None else float(wall_s),
-                             positions=None if positions is None else int(positions))
-                for name, _, iteration, wall_s, positions in snapshots]
+    players += [LadderPlayer(s.name, "snapshot", *ratings[s.name], iteration=s.iteration,
+                             wall_s=None if s.wall_s is None else float(s.wall_s),
+                             positions=None if s.positions is None else int(s.positions))
+                for s in snapshots]
     result = LadderResult(run_dir, tuple(players), tuple(matches), sims, games_per_pair,
                           opening_plies, run_dir / "ladder.json", run_dir / "ladder.png")
     tmp = result.json_path.with_name("ladder.json.tmp")
@@ -349,6 +363,44 @@ def run_ladder(
     os.replace(tmp, result.json_path)
     _plot(result)
     return result
+
+
+def _snapshots(run_dir: Path, loaded: list) -> list[_Snapshot]:
+    """The loaded `(params, config, meta)` snapshots, their wall_s and positions from their
+    metadata, else from the run's metrics."""
+    records = {r.get("iteration"): r for r in read_metrics(run_dir / "metrics.jsonl")
+               if "wall_s" in r and "loss" in r}
+    snapshots = []
+    for params, _, meta in loaded:
+        iteration = int(meta["iteration"])
+        record = records.get(iteration, {})
+        snapshots.append(_Snapshot(f"iter_{iteration}", params, iteration,
+                                   meta.get("wall_s", record.get("wall_s")),
+                                   meta.get("positions", record.get("positions"))))
+    return snapshots
+
+
+def _play_matches(arena: Callable, key: jax.Array, baseline_names: list[str],
+                  snapshots: list[_Snapshot], progress: Callable[[str], None] | None
+                  ) -> list[tuple[str, str, ArenaResult]]:
+    """The ladder's matches, in order: the baselines among themselves, each snapshot against
+    each baseline, each snapshot against the next; match m plays with ``fold_in(key, m)``."""
+    params_of = {s.name: s.params for s in snapshots}
+    which = {name: i + 1 for i, name in enumerate(baseline_names)}
+    dummy = snapshots[0].params  # a baseline's (unused) params
+    pairs = [(a, b) for i, a in enumerate(baseline_names) for b in baseline_names[i + 1:]]
+    pairs += [(s.name, b) for s in snapshots for b in baseline_names]
+    pairs += [(a.name, b.name) for a, b in zip(snapshots, snapshots[1:], strict=False)]
+    matches: list[tuple[str, str, ArenaResult]] = []
+    for a, b in pairs:
+        match_key = jax.random.fold_in(key, len(matches))
+        outcomes = arena(params_of.get(a, dummy), jnp.int32(which.get(a, 0)),
+                         params_of.get(b, dummy), jnp.int32(which.get(b, 0)), match_key)
+        result = ArenaResult.from_outcomes(*outcomes)
+        matches.append((a, b, result))
+        if progress is not None:
+            progress(f"{a:>12} vs {b:<12} {result}")
+    return matches
 
 
 def _plot(result: LadderResult) -> None:

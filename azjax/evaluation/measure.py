@@ -1,0 +1,187 @@
+"""`azjax eval` and model cards: measuring a saved agent against oracles, baselines and other
+agents, with the scorer and arena the training evaluator uses.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import jax
+
+from azjax.agent import Agent
+from azjax.evaluation.arena import (
+    PAIRED_OPENING_PLIES,
+    arena_devices,
+    arena_metrics,
+    arena_split_note,
+    elo_difference,
+    play_arena,
+)
+from azjax.evaluation.baselines import Player
+from azjax.evaluation.oracle import load_oracle
+from azjax.evaluation.oracle_score import error_percent, oracle_error_metrics, oracle_errors
+from azjax.evaluation.players import is_baseline, make_opponent, network_player, search_player
+
+__all__ = ["evaluate_agent", "measure_agent"]
+
+
+def measure_agent(agent: Agent, *, against: list[str], oracle: str | None, games: int,
+                  num_simulations: int | None, seed: int, oracle_positions: int | None = None,
+                  report: Callable[[str], None] | None = None, progress: bool = False,
+                  opponent_simulations: int | None = None
+                  ) -> tuple[dict[str, Any], list[str]]:
+    """Scores a loaded `azjax.Agent`: oracle errors and arenas (both colours).
+
+    Args:
+      agent: the evaluated agent; it plays greedy search with `num_simulations` (None: its
+        model's default).
+      against: opponents: random, greedy, mcts:N or another agent's spec; [] plays random and
+        greedy when there is no oracle, nothing otherwise.
+      oracle: None for no oracle scoring; "" for the game's default oracle; else a directory
+        of oracle files. Scores the raw network and greedy search on every position of every
+        set, or on its first `oracle_positions`.
+      games: arena games per opponent.
+      seed: the PRNG seed of every measurement.
+      report: receives each line as soon as it is measured (a 100-game arena against
+        MCTS-1000 can take half an hour).
+      progress: shows a bar of each arena's finished games and plies while it runs (stderr).
+      opponent_simulations: an agent opponent's search simulations (None: its own model's,
+        not `num_simulations`, which is the evaluated agent's); the line before its arena
+        says which.
+
+    Returns:
+      (metrics under the training run's keys: `eval/oracle/...`, `eval/vs_<name>/...`;
+      the human-readable lines `azjax eval` prints).
+    """
+    sims = agent.search_simulations(num_simulations)
+    key = jax.random.PRNGKey(seed)
+    lines: list[str] = []
+
+    def emit(line: str) -> None:
+        lines.append(line)
+        if report is not None:
+            report(line)
+
+    emit(f"{agent!r}, evaluated with {sims} simulations")
+    metrics: dict[str, Any] = {"eval/num_simulations": sims}
+    if oracle is not None:
+        metrics.update(_measure_oracle(agent, sims, key, oracle, oracle_positions, emit))
+    opponents = against or (["random", "greedy"] if oracle is None else [])
+    if opponent_simulations is not None and all(map(is_baseline, opponents)):
+        raise ValueError("opponent simulations apply to agent opponents (a model SPEC); none "
+                         f"of {opponents} is one (mcts:N names its own rollouts)")
+    if opponents:  # the count of devices is part of what makes an arena's result repeatable
+        metrics["eval/arena_devices"] = len(arena_devices(games))
+        if (note := arena_split_note(games)) is not None:
+            emit(note)
+    me = search_player(agent.search_fn, agent.params, sims)
+    for name in opponents:
+        opponent, opening_plies = _opponent(agent, name, opponent_simulations, metrics, emit)
+        with _arena_bar(name, games, progress) as tick:
+            result = play_arena(agent.env, me, opponent, key=key, num_games=games,
+                                opening_plies=opening_plies, progress=tick)
+        metrics.update(arena_metrics(name, result))
+        emit(f"vs {name:>10}: {result}  (Elo difference "
+             f"{elo_difference(result.score):+.0f})")
+    return metrics, lines
+
+
+def _measure_oracle(agent: Agent, sims: int, key: jax.Array, oracle: str,
+                    oracle_positions: int | None,
+                    emit: Callable[[str], None]) -> dict[str, float]:
+    """`measure_agent`'s oracle scores: one line per set, the run's oracle metrics. Each set
+    is scored on its own (its own compiled size), with the same key."""
+    env = agent.env
+    directory = oracle or None
+    if directory is not None and not Path(directory).is_dir():
+        raise FileNotFoundError(f"oracle directory not found: {directory}")
+    sets = load_oracle(env, directory)
+    raw_fn = jax.jit(lambda p, k, s, m: oracle_errors(
+        network_player(env, agent.apply_fn, p), k, s, m))
+    search_fn = jax.jit(lambda p, k, s, m: oracle_errors(
+        search_player(agent.search_fn, p, sims), k, s, m))
+    if oracle_positions is not None and oracle_positions < 1:
+        raise ValueError(f"oracle positions must be >= 1, got {oracle_positions}")
+    raw_errors, search_errors = {}, {}
+    for name, oracle_set in sets.items():
+        states = jax.tree.map(lambda x: x[:oracle_positions], oracle_set.states)
+        preserving = oracle_set.preserving[:oracle_positions]
+        args = (agent.params, key, states, preserving)
+        raw_errors[name] = error_percent(raw_fn(*args), len(preserving))
+        search_errors[name] = error_percent(search_fn(*args), len(preserving))
+        label = f"{oracle_set.title} ({name})" if oracle_set.title else name
+        emit(f"oracle {label:>32}: raw network {raw_errors[name]:6.2f}% errors, "
+             f"search {search_errors[name]:6.2f}% errors ({len(preserving)} positions)")
+    return oracle_error_metrics(raw_errors, search_errors)
+
+
+def _opponent(agent: Agent, name: str, opponent_simulations: int | None,
+              metrics: dict[str, Any], emit: Callable[[str], None]) -> tuple[Player, int]:
+    """(the player of opponent `name`, the arena's random opening plies). An agent opponent
+    plays greedy search from paired openings (two greedy searches would replay two games);
+    its simulations go into `metrics` and a line."""
+    if is_baseline(name):
+        return make_opponent(agent.env, name), 0
+    other = Agent.load(name)
+    if other.env.name != agent.env.name:
+        raise ValueError(f"{name} plays {other.env.name}, not {agent.env.name}")
+    other_sims = other.search_simulations(opponent_simulations)
+    metrics[f"eval/vs_{name}/simulations"] = other_sims
+    emit(f"opponent {name}: {other!r}, searching with {other_sims} simulations")
+    return search_player(other.search_fn, other.params, other_sims), PAIRED_OPENING_PLIES
+
+
+@contextlib.contextmanager
+def _arena_bar(name: str, games: int,
+               show: bool) -> Iterator[Callable[[int, int], None] | None]:
+    """While open, a progress bar of one arena's finished games (with the plies played so far:
+    most games end late); yields the `play_arena` progress callback that moves it, or None
+    when not `show`."""
+    if not show:
+        yield None
+        return
+    from tqdm.auto import tqdm
+
+    # On a terminal the finished bar is cleared; in a log it stays on its own line, so that the
+    # result printed next starts a line of its own (not after the bar's last carriage return).
+    with tqdm(total=games, desc=f"vs {name}", unit="game", leave=not sys.stderr.isatty(),
+              mininterval=1.0) as bar:
+        def tick(finished: int, plies: int) -> None:
+            bar.set_postfix_str(f"ply {plies}", refresh=False)
+            bar.update(finished - bar.n)
+
+        yield tick
+
+
+def evaluate_agent(spec: str, *, against: list[str], oracle: str | None, games: int,
+                   num_simulations: int | None, seed: int,
+                   oracle_positions: int | None = None,
+                   report: Callable[[str], None] | None = None,
+                   overrides: list[str] | None = None, progress: bool = False,
+                   opponent_simulations: int | None = None) -> list[str]:
+    """`azjax eval SPEC`: loads the agent at `spec` and runs `measure_agent` on it.
+
+    Args:
+      spec: a game id (shipped model), run dir or model dir.
+      overrides: ``KEY=VALUE`` changes to how the evaluated agent searches
+        (`Agent.with_search`); reported in the first line.
+      against, oracle, games, num_simulations, seed, oracle_positions, report, progress,
+        opponent_simulations: as in `measure_agent`.
+
+    Returns:
+      The printed lines.
+    """
+    agent = Agent.load(spec).with_search(overrides or [])
+    header = [f"search overrides: {' '.join(overrides)}"] if overrides else []
+    if report is not None:
+        for line in header:
+            report(line)
+    _, lines = measure_agent(agent, against=against, oracle=oracle, games=games,
+                             num_simulations=num_simulations, seed=seed,
+                             oracle_positions=oracle_positions, report=report,
+                             progress=progress, opponent_simulations=opponent_simulations)
+    return header + lines

@@ -1,0 +1,96 @@
+"""Players built from names and networks, shared by the training evaluator, `azjax eval` and
+the ladder.
+
+A player is ``act(key, states[B]) -> int32[B]`` (`azjax.evaluation.baselines.Player`).
+Shape legend: B batch, A actions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from azjax.core.search import masked_logits
+from azjax.evaluation import baselines
+from azjax.evaluation.baselines import Player
+from envs.core import Env, GameState
+
+__all__ = ["is_baseline", "make_opponent", "network_player", "search_player"]
+
+
+def is_baseline(name: str) -> bool:
+    """Whether `make_opponent` plays `name` (random, greedy, mcts:N); else it is an agent's
+    spec (a game id, run dir or model dir)."""
+    return name in ("random", "greedy") or name.startswith("mcts:")
+
+
+def make_opponent(env: Env, name: str) -> Player:
+    """A baseline player from its name.
+
+    Args:
+      env: the game.
+      name: ``random``, ``greedy`` or ``mcts:N`` (N >= 1 simulations).
+
+    Returns:
+      The memoised baseline player (the same object for the same arguments).
+
+    Raises:
+      ValueError: an unknown name or a bad simulation count.
+    """
+    if name == "random":
+        return baselines.random_player(env)
+    if name == "greedy":
+        return baselines.greedy_player(env)
+    if name.startswith("mcts:"):
+        try:
+            simulations = int(name.split(":", 1)[1])
+        except ValueError:
+            simulations = 0
+        if simulations < 1:
+            raise ValueError(f"mcts opponent needs a positive simulation count, e.g. mcts:100; "
+                             f"got {name!r}")
+        return baselines.mcts_player(env, simulations)
+    raise ValueError(f"unknown opponent {name!r}: use random, greedy, mcts:N or a model spec")
+
+
+def network_player(env: Env, apply_fn: Callable, params: Any) -> Player:
+    """The raw network: argmax of the masked prior (ties -> lowest index).
+
+    Args:
+      env: the game (its `observe` feeds the network).
+      apply_fn: ``apply_fn({"params": params}, obs [B, ...]) -> (logits [B, A], value [B])``.
+      params: the network's params (may be traced).
+
+    Returns:
+      ``act(key, states[B]) -> int32 [B]``; the key is unused.
+    """
+
+    def act(key: jax.Array, states: GameState) -> jax.Array:
+        del key
+        logits, _ = apply_fn({"params": params}, jax.vmap(env.observe)(states))
+        return jnp.argmax(masked_logits(logits, states.legal_action_mask), -1).astype(jnp.int32)
+
+    return act
+
+
+def search_player(search_fn: Callable, params: Any, num_simulations: int) -> Player:
+    """Greedy search: the search's move without noise (`SearchConfig.greedy_action`).
+
+    Args:
+      search_fn: ``search_fn(variables, key, states[B], *, num_simulations, noise) ->
+        SearchOutput`` (`azjax.core.search.make_network_search`; `Agent.search_fn`).
+      params: the network's params (may be traced).
+      num_simulations: simulations per move (static).
+
+    Returns:
+      ``act(key, states[B]) -> int32 [B]``.
+    """
+
+    def act(key: jax.Array, states: GameState) -> jax.Array:
+        return search_fn({"params": params}, key, states, num_simulations=num_simulations,
+                         noise=False).action
+
+    return act
