@@ -1,4 +1,7 @@
-"""`check_env(env)`: the API contract every game must pass (run by the tests over every game)."""
+"""`check_env(env)`: the API contract every game must pass (run by the tests over every game).
+
+`check_env` runs the named checks below in turn; each can also be run on its own.
+"""
 
 from __future__ import annotations
 
@@ -167,7 +170,8 @@ def check_random_play(env: Env, key: jax.Array, jitted_step, *, num_games: int =
                       max_steps: int = 1000, seed: int = 0) -> None:
     """Random play of a batch of games to the end (one jitted vmapped step), every step's
     states checked (`_check_transition`); then an illegal action met in a live state, a step
-    after the end, and eager == jitted == vmapped along the first recorded steps.
+    after the end, the notation of a position half way, and eager == jitted == vmapped along
+    the first recorded steps.
 
     Args:
       env: the game.
@@ -204,6 +208,9 @@ def check_random_play(env: Env, key: jax.Array, jitted_step, *, num_games: int =
     if masked_probe is not None:
         _check_forfeit(env, jitted_step, *masked_probe)
     check_finished_games_stay(env, batch_step, states)
+    midgame = jax.tree.map(lambda x: jnp.asarray(np.asarray(x)[0]), history[len(history) // 2][0])
+    if not bool(midgame.terminated | midgame.truncated):  # notation beyond the first move
+        check_human_interface(env, midgame)
     for batch_states, actions in history[: min(len(history), 6)]:
         _check_single_matches_batch(env, jitted_step, batch_step, batch_observe, batch_states,
                                     actions)

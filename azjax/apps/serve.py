@@ -243,11 +243,13 @@ def create_app(service: GameService):
     ])
 
 
-def run_server(*, host: str = "127.0.0.1", port: int = 8000, warm: bool = False) -> None:
-    """Loads each game's agent (shipped model, else an untrained network) and serves."""
+def run_server(*, host: str = "127.0.0.1", port: int = 8000, warm: bool = False,
+               games: tuple[str, ...] = GAMES) -> None:
+    """Loads each game's agent (shipped model, else an untrained network) and serves. `games`:
+    registered game ids (any game registered with `envs.register` is served the same way)."""
     import uvicorn
 
-    agents = {game: load_play_agent(game) for game in GAMES}
+    agents = {game: load_play_agent(game) for game in games}
     for game, agent in agents.items():
         print(f"{game}: {model_label(agent)}", flush=True)
     service = GameService(agents)
