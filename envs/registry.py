@@ -21,7 +21,16 @@ _INSTANCES: dict[str, Env] = {}
 
 
 def register(game_id: str, factory: Callable[[], Env]) -> None:
-    """Adds a game under `game_id`; raises ValueError if the id is taken."""
+    """Adds a game, so that `make`, configs (`game: <id>`), `azjax play <id>` and
+    `azjax serve` find it.
+
+    Args:
+      game_id: the id to register it under.
+      factory: builds the game (called once, at its first `make`).
+
+    Raises:
+      ValueError: if the id is taken.
+    """
     if game_id in _REGISTRY:
         raise ValueError(f"a game is already registered as {game_id!r}")
     _REGISTRY[game_id] = factory
@@ -52,7 +61,12 @@ def _make_pgx(pgx_id: str) -> Env:
 def make(game_id: str) -> Env:
     """The game registered as `game_id` (one shared instance per id, so jit caches are shared).
 
-    `pgx:<id>` wraps pgx's game `<id>` with `envs.from_pgx` (needs the pgx package).
+    Args:
+      game_id: a registered id, or `pgx:<id>` for pgx's game `<id>` wrapped with
+        `envs.from_pgx` (needs the pgx package).
+
+    Returns:
+      The shared `Env` instance.
 
     Raises:
       ValueError: for an unknown id, listing the available games.
