@@ -123,3 +123,44 @@ def test_draughts_by_two_clicks_and_tic_tac_toe_by_one(play_server):
     assert reply in envs.make("draughts").legal_moves(
         envs.play_moves(envs.make("draughts"), [envs.make("draughts").str_to_action("9-13")]))
     assert ttt_history[0] == "You 5" and centre == "X"
+
+
+def test_a_game_without_a_board_view_is_played_by_its_move_buttons():
+    """`RaceToThree` (tests/toy_games.py) has no board view: the page shows its text and a
+    button per legal action, and a turn of three actions is one line of the history."""
+    from play_server import PlayServer
+    from playwright.sync_api import sync_playwright
+    from toy_games import RaceToThree
+
+    from azjax.apps.serve import GameService
+    from azjax.apps.turns import untrained_agent
+
+    if "race_to_three" not in envs.available():
+        envs.register("race_to_three", RaceToThree)
+    agent = untrained_agent("race_to_three", num_simulations=4)
+    server = PlayServer(GameService({"race_to_three": agent}, simulations=(4,)))
+    try:
+        with tempfile.TemporaryDirectory() as profile, sync_playwright() as playwright:
+            browser = playwright.chromium.launch_persistent_context(
+                profile, executable_path=CHROMIUM, headless=True, args=FLAGS)
+            try:
+                page = browser.new_page()
+                page.goto(server.url + "/")
+                _turn_done(page, 0)
+                assert page.inner_text("#text-board") == "count 0, player 0 to move"
+                assert page.locator("button.move").all_inner_texts() == ["pass", "keep"]
+                for count in (1, 2):  # keep the turn, twice...
+                    page.click("button.move[data-action='1']")
+                    page.wait_for_function(
+                        "n => document.getElementById('text-board').textContent"
+                        ".startsWith('count ' + n) && !document.querySelector('button.move')"
+                        ".disabled", arg=count)
+                page.click("button.move[data-action='1']")  # ...and bring the count to 3
+                page.wait_for_function("() => document.getElementById('status').dataset.result")
+                result = page.get_attribute("#status", "data-result")
+                history = page.locator("#history li").all_inner_texts()
+            finally:
+                browser.close()
+    finally:
+        server.stop()
+    assert result == "human" and history == ["You keep keep keep"]
