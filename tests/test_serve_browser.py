@@ -5,6 +5,7 @@ tic-tac-toe move by one."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import tempfile
@@ -25,6 +26,20 @@ pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(),
                                 reason="needs Debian's chromium (apt-get install -y chromium)")
 
 
+@contextlib.contextmanager
+def _page(**options):
+    """A page of headless Chromium with a throwaway profile, closed on exit."""
+    from playwright.sync_api import sync_playwright
+
+    with tempfile.TemporaryDirectory() as profile, sync_playwright() as playwright:
+        browser = playwright.chromium.launch_persistent_context(
+            profile, executable_path=CHROMIUM, headless=True, args=FLAGS, **options)
+        try:
+            yield browser.new_page()
+        finally:
+            browser.close()
+
+
 def _turn_done(page, history_length: int) -> None:
     """Waits until the page shows a result, or the human's move again after `history_length`
     moves (the status reads "…" or "thinking" in between)."""
@@ -36,39 +51,30 @@ def _turn_done(page, history_length: int) -> None:
 
 
 def test_a_whole_connect_four_game_by_clicking(play_server):
-    from playwright.sync_api import sync_playwright
-
     env = envs.make("connect_four")
     replies = []
-    with tempfile.TemporaryDirectory() as profile, sync_playwright() as playwright:
-        browser = playwright.chromium.launch_persistent_context(
-            profile, executable_path=CHROMIUM, headless=True, args=FLAGS,
-            viewport={"width": 980, "height": 620})
-        try:
-            page = browser.new_page()
-            page.on("response", lambda r: replies.append((r.request.post_data, r.json()))
-                    if r.url.endswith("/api/move") else None)
-            page.goto(play_server.url + "/?game=connect_four")
-            assert "untrained" in page.inner_text("#model").lower()
-            _turn_done(page, 0)
-            clicks = 0
-            while not page.get_attribute("#status", "data-result"):
-                # The human walks round the columns (3, 6, 2, 5, ...), skipping full ones: a
-                # column's cells are enabled only when it is legal.
-                wanted = f"#board button.cell[data-col='{(3 * clicks + 3) % 7}']:not([disabled])"
-                page.locator(wanted if page.locator(wanted).count()
-                             else "#board button.cell:not([disabled])").first.click()
-                clicks += 1
-                _turn_done(page, 2 * clicks)
-                assert clicks <= 21
-            result = page.get_attribute("#status", "data-result")
-            status = page.inner_text("#status")
-            history = page.locator("#history li").all_inner_texts()
-            stones = page.locator("#board .piece.p0, #board .piece.p1").count()
-            SCREENSHOT.parent.mkdir(exist_ok=True)
-            page.screenshot(path=str(SCREENSHOT))
-        finally:
-            browser.close()
+    with _page(viewport={"width": 980, "height": 620}) as page:
+        page.on("response", lambda r: replies.append((r.request.post_data, r.json()))
+                if r.url.endswith("/api/move") else None)
+        page.goto(play_server.url + "/?game=connect_four")
+        assert "untrained" in page.inner_text("#model").lower()
+        _turn_done(page, 0)
+        clicks = 0
+        while not page.get_attribute("#status", "data-result"):
+            # The human walks round the columns (3, 6, 2, 5, ...), skipping full ones: a
+            # column's cells are enabled only when it is legal.
+            wanted = f"#board button.cell[data-col='{(3 * clicks + 3) % 7}']:not([disabled])"
+            page.locator(wanted if page.locator(wanted).count()
+                         else "#board button.cell:not([disabled])").first.click()
+            clicks += 1
+            _turn_done(page, 2 * clicks)
+            assert clicks <= 21
+        result = page.get_attribute("#status", "data-result")
+        status = page.inner_text("#status")
+        history = page.locator("#history li").all_inner_texts()
+        stones = page.locator("#board .piece.p0, #board .piece.p1").count()
+        SCREENSHOT.parent.mkdir(exist_ok=True)
+        page.screenshot(path=str(SCREENSHOT))
 
     # Every AI reply was a legal whole turn for the position the page sent.
     assert replies and all(len(answer["ai_moves"]) == 1 for _, answer in replies)
@@ -91,33 +97,25 @@ def test_a_whole_connect_four_game_by_clicking(play_server):
 def test_draughts_by_two_clicks_and_tic_tac_toe_by_one(play_server):
     """The same page, knowing no game, plays the env's clicks: a draughts man picked on 9
     then moved to 13; a tic-tac-toe mark on the centre cell."""
-    from playwright.sync_api import sync_playwright
+    with _page() as page:
+        page.goto(play_server.url + "/?game=draughts")
+        _turn_done(page, 0)
+        assert page.locator("#board button.cell").count() == 64
+        assert page.locator("#board .piece.p0").count() == 12
+        page.click("#board button.cell[data-cell='17']")  # square 9 (row 2, col 1)
+        assert "selected" in page.get_attribute("#board [data-cell='17']", "class")
+        assert "target" in page.get_attribute("#board [data-cell='24']", "class")
+        assert page.locator("#board .target").count() == 2  # 9-13 and 9-14
+        page.click("#board button.cell[data-cell='24']")  # square 13
+        _turn_done(page, 2)
+        draughts_history = page.locator("#history li").all_inner_texts()
 
-    with tempfile.TemporaryDirectory() as profile, sync_playwright() as playwright:
-        browser = playwright.chromium.launch_persistent_context(
-            profile, executable_path=CHROMIUM, headless=True, args=FLAGS)
-        try:
-            page = browser.new_page()
-            page.goto(play_server.url + "/?game=draughts")
-            _turn_done(page, 0)
-            assert page.locator("#board button.cell").count() == 64
-            assert page.locator("#board .piece.p0").count() == 12
-            page.click("#board button.cell[data-cell='17']")  # square 9 (row 2, col 1)
-            assert "selected" in page.get_attribute("#board [data-cell='17']", "class")
-            assert "target" in page.get_attribute("#board [data-cell='24']", "class")
-            assert page.locator("#board .target").count() == 2  # 9-13 and 9-14
-            page.click("#board button.cell[data-cell='24']")  # square 13
-            _turn_done(page, 2)
-            draughts_history = page.locator("#history li").all_inner_texts()
-
-            page.goto(play_server.url + "/?game=tic_tac_toe")
-            _turn_done(page, 0)
-            page.click("#board button.cell[data-cell='4']")
-            _turn_done(page, 2)
-            ttt_history = page.locator("#history li").all_inner_texts()
-            centre = page.inner_text("#board [data-cell='4'] .piece")
-        finally:
-            browser.close()
+        page.goto(play_server.url + "/?game=tic_tac_toe")
+        _turn_done(page, 0)
+        page.click("#board button.cell[data-cell='4']")
+        _turn_done(page, 2)
+        ttt_history = page.locator("#history li").all_inner_texts()
+        centre = page.inner_text("#board [data-cell='4'] .piece")
     assert draughts_history[0] == "You 9-13" and draughts_history[1].startswith("AI ")
     reply = draughts_history[1].split()[1]
     assert reply in envs.make("draughts").legal_moves(
@@ -129,7 +127,6 @@ def test_a_game_without_a_board_view_is_played_by_its_move_buttons():
     """`RaceToThree` (tests/toy_games.py) has no board view: the page shows its text and a
     button per legal action, and a turn of three actions is one line of the history."""
     from play_server import PlayServer
-    from playwright.sync_api import sync_playwright
     from toy_games import RaceToThree
 
     from azjax.apps.serve import GameService
@@ -140,27 +137,21 @@ def test_a_game_without_a_board_view_is_played_by_its_move_buttons():
     agent = untrained_agent("race_to_three", num_simulations=4)
     server = PlayServer(GameService({"race_to_three": agent}, simulations=(4,)))
     try:
-        with tempfile.TemporaryDirectory() as profile, sync_playwright() as playwright:
-            browser = playwright.chromium.launch_persistent_context(
-                profile, executable_path=CHROMIUM, headless=True, args=FLAGS)
-            try:
-                page = browser.new_page()
-                page.goto(server.url + "/")
-                _turn_done(page, 0)
-                assert page.inner_text("#text-board") == "count 0, player 0 to move"
-                assert page.locator("button.move").all_inner_texts() == ["pass", "keep"]
-                for count in (1, 2):  # keep the turn, twice...
-                    page.click("button.move[data-action='1']")
-                    page.wait_for_function(
-                        "n => document.getElementById('text-board').textContent"
-                        ".startsWith('count ' + n) && !document.querySelector('button.move')"
-                        ".disabled", arg=count)
-                page.click("button.move[data-action='1']")  # ...and bring the count to 3
-                page.wait_for_function("() => document.getElementById('status').dataset.result")
-                result = page.get_attribute("#status", "data-result")
-                history = page.locator("#history li").all_inner_texts()
-            finally:
-                browser.close()
+        with _page() as page:
+            page.goto(server.url + "/")
+            _turn_done(page, 0)
+            assert page.inner_text("#text-board") == "count 0, player 0 to move"
+            assert page.locator("button.move").all_inner_texts() == ["pass", "keep"]
+            for count in (1, 2):  # keep the turn, twice...
+                page.click("button.move[data-action='1']")
+                page.wait_for_function(
+                    "n => document.getElementById('text-board').textContent"
+                    ".startsWith('count ' + n) && !document.querySelector('button.move')"
+                    ".disabled", arg=count)
+            page.click("button.move[data-action='1']")  # ...and bring the count to 3
+            page.wait_for_function("() => document.getElementById('status').dataset.result")
+            result = page.get_attribute("#status", "data-result")
+            history = page.locator("#history li").all_inner_texts()
     finally:
         server.stop()
     assert result == "human" and history == ["You keep keep keep"]
