@@ -10,6 +10,7 @@ key by key, lists and scalars replace. Runs save the resolved config, never the 
 from __future__ import annotations
 
 import dataclasses
+import fnmatch
 import types
 import typing
 from pathlib import Path
@@ -18,6 +19,8 @@ from typing import Any, Literal
 import yaml
 
 __all__ = [
+    "RESUME_FIXED_KEYS",
+    "RESUME_FREE_KEYS",
     "BudgetConfig",
     "CheckpointConfig",
     "ConfigError",
@@ -31,6 +34,7 @@ __all__ = [
     "config_from_dict",
     "config_from_saved",
     "config_to_dict",
+    "free_on_resume",
     "load_config",
     "merge_config_data",
     "parse_override",
@@ -224,6 +228,23 @@ class ExperimentConfig:
 
     def __post_init__(self) -> None:
         _validate(self)
+
+
+# What a resumed run may change ("section.key" fnmatch patterns; `azjax train` on a run dir
+# with a checkpoint takes the saved config otherwise): budget, checkpointing and evaluation do
+# not change the parameters the run trains (evaluations draw their own keys); nor do the
+# learning-rate schedule's length and floor (fitted to a longer or shorter budget, the new
+# schedule applies from the resumed update step on) or how update steps are grouped into
+# compiled calls. Gating does (self-play then uses the gate's winner): RESUME_FIXED_KEYS wins.
+RESUME_FREE_KEYS: tuple[str, ...] = ("budget.*", "checkpoint.*", "eval.*", "train.lr_decay_steps",
+                                     "train.lr_floor", "train.updates_per_call")
+RESUME_FIXED_KEYS: tuple[str, ...] = ("eval.gating*",)
+
+
+def free_on_resume(key: str) -> bool:
+    """Whether `key` ("section.key") may change when a run resumes (`RESUME_FREE_KEYS`)."""
+    return (any(fnmatch.fnmatchcase(key, p) for p in RESUME_FREE_KEYS)
+            and not any(fnmatch.fnmatchcase(key, p) for p in RESUME_FIXED_KEYS))
 
 
 # ---- conversion --------------------------------------------------------------------------------
