@@ -249,3 +249,14 @@ def test_an_oracle_dir_without_the_games_files_is_refused_before_training(tmp_pa
     with pytest.raises(ConfigError, match=r"eval.oracle_dir: no \*.jsonl files in"):
         learner = Learner(TTT, config)
         Evaluator(TTT, config, learner.apply_fn, learner.search_fn, params_example={})
+
+
+def test_arena_metrics_and_the_wdl_line_come_from_one_result():
+    from azjax.evaluation.arena import arena_metrics, wdl_summary
+
+    result = ArenaResult.from_outcomes(np.array([1.0, 0.0, -1.0, 1.0, 1.0]))
+    metrics = arena_metrics("greedy", result)
+    assert metrics == {"eval/vs_greedy/wins": 3, "eval/vs_greedy/draws": 1,
+                       "eval/vs_greedy/losses": 1, "eval/vs_greedy/score": 0.7}
+    assert wdl_summary("greedy", metrics) == "vs greedy W/D/L 3/1/1"
+    assert wdl_summary("random", metrics) is None

@@ -176,3 +176,45 @@ def test_corrupt_lines_name_file_and_line(tmp_path, bad_line, message):
     with pytest.raises(OracleFormatError, match=message) as error:
         load_oracle("connect_four", folder)
     assert f"{folder / 'Test_L3_R1.jsonl'}:4:" in str(error.value)
+
+
+def _head(oracle_set, start, stop, name):
+    """Positions [start, stop) of a set, as a set of their own."""
+    import dataclasses
+
+    return dataclasses.replace(
+        oracle_set, name=name, moves=oracle_set.moves[start:stop],
+        states=jax.tree.map(lambda x: x[start:stop], oracle_set.states),
+        preserving=oracle_set.preserving[start:stop], optimal=None)
+
+
+def test_sets_scored_as_one_batch_count_what_each_counts_alone():
+    """The evaluator scores all sets in one call, `azjax eval` one set at a time: the same
+    scorer, so a random player's counts per set agree with the per-set counts and with
+    `wrong_moves` counted by hand."""
+    from azjax.evaluation.oracle_score import (
+        count_oracle_errors,
+        error_percent,
+        oracle_error_metrics,
+        oracle_errors,
+        stack_oracle_sets,
+    )
+
+    (whole,) = load_oracle(TTT).values()
+    sets = {"a": _head(whole, 0, 300, "a"), "b": _head(whole, 1000, 1700, "b")}
+    player = oracle_player(sets["a"])  # perfect on set a, random on set b
+    key = jax.random.PRNGKey(3)
+    states, preserving, set_index, sizes = stack_oracle_sets(sets)
+    assert sizes == {"a": 300, "b": 700}
+    batched = np.asarray(count_oracle_errors(player, key, states, preserving, set_index, 2))
+    wrong = np.asarray(wrong_moves(preserving, player(key, states)))
+    assert batched.tolist() == [int(wrong[:300].sum()), int(wrong[300:].sum())]
+    assert batched[0] == 0 and batched[1] > 0
+    alone = int(oracle_errors(player, key, sets["b"].states, sets["b"].preserving))
+    assert 0 < alone < 700
+    metrics = oracle_error_metrics({"a": error_percent(batched[0], 300), "b": 10.0},
+                                   {"a": 0.0, "b": 30.0})
+    assert metrics["eval/oracle/set/b/search"] == 30.0
+    assert metrics["eval/oracle/raw_error"] == 5.0
+    assert metrics["eval/oracle/search_error"] == 15.0
+    assert "eval/oracle/set/a/raw" not in oracle_error_metrics({"a": 1.0}, {"a": 2.0})

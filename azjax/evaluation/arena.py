@@ -56,6 +56,7 @@ class ArenaResult:
         """Counts from `run_arena`'s outputs: A's total reward per game [B], illegal moves
         (a count, or one count per device of a split arena)."""
         a_returns = np.asarray(a_returns)
+        chex.assert_rank(a_returns, 1)
         return cls(
             wins=int(np.sum(a_returns > 0)),
             draws=int(np.sum(a_returns == 0)),
@@ -205,6 +206,7 @@ def _arena_ply(env: Env, player_a: Player, player_b: Player, player_key: jax.Arr
         lambda: player_b(key_b, states).astype(jnp.int32),
         lambda: no_moves,
     )
+    chex.assert_shape([act_a, act_b], a_id.shape)  # a player returns one move per game
     action = jnp.where(a_turn, act_a, act_b)
     if opening:
         _, seed, pairs = opening
@@ -339,6 +341,9 @@ def play_arena(
 
     Compiles once per (env, player_a, player_b, num_games, devices): reuse player objects
     (the `azjax.evaluation.baselines` factories are memoised) to reuse the compiled arena.
+
+    Returns:
+      A's `ArenaResult` (illegal moves summed over the devices).
     """
     if num_games < 1:
         raise ValueError(f"num_games must be >= 1, got {num_games}")

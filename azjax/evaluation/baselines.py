@@ -50,7 +50,14 @@ def random_legal_actions(key: jax.Array, masks: jax.Array) -> jax.Array:
 
 @functools.cache
 def random_player(env: Env) -> Player:
-    """A player that moves uniformly at random among the legal actions."""
+    """A player that moves uniformly at random among the legal actions.
+
+    Args:
+      env: the game (unused: the legal mask is all it needs; kept for the memoised factory).
+
+    Returns:
+      ``act(key, states[B]) -> int32 [B]``.
+    """
     del env  # the legal mask is all it needs
 
     def act(key: jax.Array, states: GameState) -> jax.Array:
@@ -77,6 +84,12 @@ def greedy_player(env: Env) -> Player:
     3. else (every move loses at once or next turn) a uniformly random legal move.
 
     Cost per game: A + A*A env steps.
+
+    Args:
+      env: the game.
+
+    Returns:
+      ``act(key, states[B]) -> int32 [B]``.
     """
     actions = jnp.arange(env.num_actions, dtype=jnp.int32)
     step_all = jax.vmap(env.step, in_axes=(None, 0))  # state, [A] -> states [A]
@@ -110,7 +123,18 @@ def greedy_player(env: Env) -> Player:
 def uct_search(
     env: Env, key: jax.Array, state: GameState, *, num_simulations: int, uct_c: float
 ) -> tuple[jax.Array, jax.Array]:
-    """Plain UCT for ONE game; see `_uct_search`. Returns (action [], visits [A])."""
+    """Plain UCT for ONE game (see `_uct_search` for the algorithm).
+
+    Args:
+      env: the game.
+      key: PRNG key of the search.
+      state: one unbatched State.
+      num_simulations: N simulations (static).
+      uct_c: the exploration constant.
+
+    Returns:
+      (action int32 [], root child visit counts int32 [A]).
+    """
     one = jax.tree.map(lambda x: x[None], state)
     actions, visits = _uct_search(env, hash_seeds(key, 1), one, num_simulations=num_simulations,
                                   uct_c=uct_c)
@@ -279,6 +303,14 @@ def mcts_player(env: Env, num_simulations: int, *, uct_c: float = math.sqrt(2.0)
     No noise, no priors; the final move is the most visited root child. Compare with
     OpenSpiel's ``MCTSBot(uct_c=sqrt(2), max_simulations=N, solve=False)`` and
     ``RandomRolloutEvaluator(n_rollouts=1)``.
+
+    Args:
+      env: the game.
+      num_simulations: N >= 1 simulations per move.
+      uct_c: the exploration constant.
+
+    Returns:
+      ``act(key, states[B]) -> int32 [B]``.
     """
     if num_simulations < 1:
         raise ValueError(f"num_simulations must be >= 1, got {num_simulations}")
