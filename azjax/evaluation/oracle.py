@@ -82,6 +82,7 @@ class OracleSet:
 
     @property
     def num_positions(self) -> int:
+        """P, the set's count of positions."""
         return len(self.moves)
 
     def random_error_rate(self) -> float:
