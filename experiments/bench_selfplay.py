@@ -5,8 +5,8 @@ azjax side: the pieces training builds (`envs.make`, `make_network` / `init_netw
 games, the state donated and carried from call to call as in training.
 
 Reference side: ONE `jax.jit` over a `lax.scan` of T steps; each step runs the same stock mctx
-policy call (same algorithm, simulations, considered actions, qtransform; traced with mctx's own
-value backup, not azjax's `mctx_backward`) with root_fn/recurrent_fn over
+policy call (same algorithm, simulations, considered actions, qtransform: mctx's own loop, walk
+and backup, as installed) with root_fn/recurrent_fn over
 `pgx.make("connect_four")` states and the SAME flax apply function and params, samples the
 search's action, steps the games and resets finished ones in place. A throughput reference:
 no trajectory records, no value targets, no random openings, no temperature schedule.
@@ -38,7 +38,6 @@ import pgx
 
 import envs
 from azjax.config import ExperimentConfig, load_config
-from azjax.core import mctx_backward
 from azjax.core.network import count_flops, init_network, make_network
 from azjax.core.search import make_search, qtransform_from_name
 from azjax.core.selfplay import init_selfplay, make_selfplay, resolve_lengths
@@ -239,13 +238,9 @@ def main() -> None:
     compiled, compile_s = {}, {}
     for name, fn in jitted.items():
         args_ = (variables, k_run) if name == "network" else (variables, k_run, state[name])
-        # The reference is plain mctx: traced with mctx's own value backup, azjax with its own
-        # (`azjax.core.mctx_backward`, installed when azjax.core.search is imported).
-        mctx_backward.install(name != "pgx")
         start = time.perf_counter()
         compiled[name] = fn.lower(*args_).compile()
         compile_s[name] = time.perf_counter() - start
-    mctx_backward.install(True)
 
     def call(name: str, key: jax.Array) -> tuple[float, float]:
         """(wall s, this process's CPU s) of one call."""

@@ -13,7 +13,12 @@ from toy_games import RaceToThree
 import envs
 from azjax.config import NetworkConfig, SearchConfig
 from azjax.core.network import init_network, make_network
-from azjax.core.search import draw_averse_value, make_recurrent_fn, make_search
+from azjax.core.search import (
+    draw_averse_value,
+    make_recurrent_fn,
+    make_root_fn,
+    make_search,
+)
 
 TTT = envs.make("tic_tac_toe")
 NET = NetworkConfig(kind="mlp", hidden=(8,))
@@ -191,73 +196,16 @@ def test_illegal_actions_get_no_search_weight():
     assert np.all(policy[[0, 2, 4, 8]] == 0.0) and policy.sum() == pytest.approx(1.0, abs=1e-5)
 
 
-def _tree_builder(game, plies, simulations, algorithm, num_games=16):
-    """A function that searches `num_games` random non-final positions and returns mctx's tree.
-
-    mctx reads `backward` and `simulate` when the search is traced and jit reuses the trace of
-    a function it has seen, so call `jax.jit(lambda: build())()` afresh for each patch state.
-    """
-    import mctx
-
-    from azjax.core.search import make_root_fn
-
+def _stock_inputs(game, plies, num_games=16):
+    """A random network, `num_games` random non-final positions after `plies` moves, and the
+    search's root and recurrent function over them, for azjax's and mctx's policies alike."""
     env = envs.make(game)
     _, apply = make_network(NET, env.num_actions)
     variables = init_network(NET, env.num_actions, env.observation_shape, jax.random.PRNGKey(3))
     states = envs.random_positions(env, jax.random.PRNGKey(4), num_games, plies)
     states = jax.tree.map(lambda x: x[~(states.terminated | states.truncated)], states)
     root = make_root_fn(env, apply)(variables, states)
-    recurrent_fn = make_recurrent_fn(env, apply)
-    invalid = ~states.legal_action_mask
-
-    def build():
-        if algorithm == "gumbel":
-            return mctx.gumbel_muzero_policy(
-                variables, jax.random.PRNGKey(5), root, recurrent_fn,
-                num_simulations=simulations, invalid_actions=invalid,
-                max_num_considered_actions=4)
-        return mctx.muzero_policy(variables, jax.random.PRNGKey(6), root, recurrent_fn,
-                                  num_simulations=simulations, invalid_actions=invalid)
-
-    return build
-
-
-@pytest.mark.parametrize("game,plies,simulations,algorithm", [
-    ("tic_tac_toe", 3, 40, "gumbel"),  # more simulations than the game has positions left
-    ("tic_tac_toe", 2, 40, "puct"),
-    ("draughts", 12, 24, "gumbel"),    # multi-jumps: the player to move stays, discount +1
-])
-def test_batched_backward_builds_the_same_trees_as_mctx(game, plies, simulations, algorithm):
-    """azjax.core.mctx_backward replaces mctx's vmapped backup; every tree array must match."""
-    from mctx._src import search as mctx_search
-
-    from azjax.core import mctx_backward
-
-    build = _tree_builder(game, plies, simulations, algorithm)
-
-    def tree():
-        return build().search_tree
-
-    # Each side gets a function object of its own, and the two programs must differ.
-    try:
-        mctx_backward.install(False)
-        assert mctx_search.backward is mctx_backward.mctx_backward
-        stock = jax.make_jaxpr(lambda: tree())()
-        want = jax.jit(lambda: tree())()
-        mctx_backward.install(True)
-        assert mctx_search.backward is mctx_backward.batched_backward
-        batched = jax.make_jaxpr(lambda: tree())()
-        got = jax.jit(lambda: tree())()
-    finally:
-        mctx_backward.install(True)
-    assert str(stock) != str(batched), "both sides traced the same backup"
-    assert int(want.node_visits[:, 0].min()) == simulations + 1
-    for name in ("node_visits", "node_values", "raw_values", "parents", "children_index",
-                 "children_visits", "children_values", "children_rewards",
-                 "children_discounts", "action_from_parent"):
-        np.testing.assert_array_equal(getattr(got, name), getattr(want, name), err_msg=name)
-    # Deep enough for the backup to matter: some non-root node was visited more than once.
-    assert int(want.node_visits[:, 1:].max()) > 1
+    return env, apply, variables, states, root, make_recurrent_fn(env, apply)
 
 
 def _below_terminal(tree) -> tuple[np.ndarray, np.ndarray]:
@@ -276,35 +224,55 @@ def _below_terminal(tree) -> tuple[np.ndarray, np.ndarray]:
     return terminal, below
 
 
-@pytest.mark.parametrize("game,plies,simulations,algorithm,has_chains", [
-    ("tic_tac_toe", 3, 40, "gumbel", True),  # every line ends within six plies
-    ("tic_tac_toe", 2, 40, "puct", True),    # puct's selection draws noise from its key
-    ("draughts", 20, 24, "gumbel", False),   # multi-jumps and forced moves: long walks
+def _assert_same_root(got, want):
+    """The root's statistics of two batched trees are equal bit for bit."""
+    for name in ("node_visits", "node_values", "raw_values"):
+        np.testing.assert_array_equal(np.asarray(getattr(got, name))[:, 0],
+                                      np.asarray(getattr(want, name))[:, 0], err_msg=name)
+    for name in ("children_visits", "children_values", "children_index", "children_rewards",
+                 "children_discounts"):
+        np.testing.assert_array_equal(np.asarray(getattr(got, name))[:, 0],
+                                      np.asarray(getattr(want, name))[:, 0], err_msg=name)
+
+
+@pytest.mark.parametrize("game,plies,simulations,algorithm,options,has_chains", [
+    # more simulations than the game has positions left: mctx grows chains under terminals
+    ("tic_tac_toe", 3, 40, "gumbel", {}, True),
+    ("tic_tac_toe", 2, 40, "puct", {}, True),  # puct's selection draws noise from its key
+    ("tic_tac_toe", 4, 24, "puct", {"dirichlet_fraction": 0.0, "temperature": 0.5}, True),
+    ("connect_four", 26, 48, "gumbel", {"gumbel_scale": 0.0}, None),  # late: wins nearby
+    ("connect_four", 26, 48, "puct", {"dirichlet_alpha": 1.0}, None),
+    ("draughts", 20, 24, "gumbel", {}, None),  # multi-jumps: the player to move stays
 ])
-def test_batched_simulate_keeps_every_statistic_above_terminal_nodes(
-        game, plies, simulations, algorithm, has_chains):
-    """azjax.core.mctx_simulate walks the batch together and stops at terminal nodes, where mctx
-    walks on and grows a chain under them: the search's output and every node not under a
-    terminal node must match mctx's bit for bit, and the chains must be gone."""
-    from mctx._src import search as mctx_search
+def test_azjax_policies_build_mctx_policies_trees_above_terminal_nodes(
+        game, plies, simulations, algorithm, options, has_chains):
+    """azjax's policies over its own loop against STOCK `mctx.gumbel_muzero_policy` /
+    `mctx.muzero_policy` on the same inputs and key: the action, the action weights, the root
+    and every node not under a terminal node match bit for bit; where mctx walked through a
+    terminal node and grew a chain under it, azjax's walk stopped and grew none."""
+    import mctx
 
-    from azjax.core import mctx_simulate
+    from azjax.core.policies import gumbel_muzero_search, muzero_search
 
-    build = _tree_builder(game, plies, simulations, algorithm)
-    try:
-        mctx_simulate.install(False)
-        assert mctx_search.simulate is mctx_simulate.mctx_simulate
-        want = jax.jit(lambda: build())()
-        mctx_simulate.install(True)
-        assert mctx_search.simulate is mctx_simulate.batched_simulate
-        got = jax.jit(lambda: build())()
-    finally:
-        mctx_simulate.install(True)
+    _, _, variables, states, root, recurrent_fn = _stock_inputs(game, plies)
+    key = jax.random.PRNGKey(5)
+    kwargs = dict(num_simulations=simulations, invalid_actions=~states.legal_action_mask,
+                  **options)
+    if algorithm == "gumbel":
+        stock, ours = mctx.gumbel_muzero_policy, gumbel_muzero_search
+        kwargs.update(max_num_considered_actions=4,
+                      qtransform=mctx.qtransform_completed_by_mix_value)
+    else:
+        stock, ours = mctx.muzero_policy, muzero_search
+        kwargs.update(qtransform=mctx.qtransform_by_parent_and_siblings)
+    want = jax.jit(lambda: stock(variables, key, root, recurrent_fn, **kwargs))()
+    got = jax.jit(lambda: ours(variables, key, root, recurrent_fn, **kwargs))()
     for name in ("action", "action_weights"):
         np.testing.assert_array_equal(getattr(got, name), getattr(want, name), err_msg=name)
+    _assert_same_root(got.search_tree, want.search_tree)
     terminal, below = _below_terminal(want.search_tree)
-    # Where mctx grew chains under terminal nodes, the batched walk built none.
-    assert below.any() == has_chains
+    if has_chains is not None:
+        assert below.any() == has_chains
     assert not _below_terminal(got.search_tree)[1].any()
     keep = ~below
     for name in ("node_visits", "node_values", "raw_values", "parents", "action_from_parent"):
@@ -313,8 +281,114 @@ def test_batched_simulate_keeps_every_statistic_above_terminal_nodes(
                                       err_msg=name)
     inner = ~below & ~terminal  # a terminal node's own children are mctx's chain
     for name in ("children_index", "children_visits", "children_values", "children_rewards",
-                 "children_discounts"):
+                 "children_discounts", "children_prior_logits"):
         np.testing.assert_array_equal(np.asarray(getattr(got.search_tree, name))[inner],
                                       np.asarray(getattr(want.search_tree, name))[inner],
                                       err_msg=name)
     assert int(want.search_tree.node_visits[:, 0].min()) == simulations + 1
+    # Deep enough for the walk and the backup to matter: a non-root node visited repeatedly.
+    assert int(want.search_tree.node_visits[:, 1:].max()) > 1
+
+
+@pytest.mark.parametrize("algorithm", ["gumbel", "puct"])
+@pytest.mark.parametrize("noise", [True, False])
+def test_make_search_returns_stock_mctx_policies_results(algorithm, noise):
+    """`make_search`'s output against the stock mctx policy called with the same config's
+    arguments, in late connect-four positions: action, policy, root value and visits equal."""
+    import mctx
+
+    from azjax.core.search import qtransform_from_name
+
+    env, apply, variables, states, root, recurrent_fn = _stock_inputs("connect_four", 24)
+    config = SearchConfig(algorithm=algorithm, num_simulations=32, max_num_considered_actions=5,
+                          qtransform="completed_by_mix_value" if algorithm == "gumbel"
+                          else "by_parent_and_siblings")
+    key = jax.random.PRNGKey(7)
+    got = jax.jit(functools.partial(make_search(env, apply, config), noise=noise))(
+        variables, key, states)
+    kwargs = dict(num_simulations=32, invalid_actions=~states.legal_action_mask,
+                  qtransform=qtransform_from_name(config.qtransform))
+    if algorithm == "gumbel":
+        want = jax.jit(lambda: mctx.gumbel_muzero_policy(
+            variables, key, root, recurrent_fn, max_num_considered_actions=5,
+            gumbel_scale=config.gumbel_scale if noise else 0.0, **kwargs))()
+    else:
+        want = jax.jit(lambda: mctx.muzero_policy(
+            variables, key, root, recurrent_fn, dirichlet_alpha=config.dirichlet_alpha,
+            dirichlet_fraction=config.dirichlet_fraction if noise else 0.0,
+            pb_c_init=config.pb_c_init, pb_c_base=config.pb_c_base, **kwargs))()
+    summary = want.search_tree.summary()
+    np.testing.assert_array_equal(got.policy, want.action_weights)
+    np.testing.assert_array_equal(got.value, summary.value)
+    np.testing.assert_array_equal(got.visit_counts, summary.visit_counts)
+    np.testing.assert_array_equal(got.prior_value, root.value)
+    action = want.action if noise else jnp.argmax(want.action_weights, axis=-1)
+    np.testing.assert_array_equal(got.action, action)
+    assert (np.asarray(got.visit_counts).sum(-1) == 32).all()
+
+
+_DESCRIBE_MCTX = """
+import json, sys, types
+def describe(obj):
+    code = getattr(obj, "__code__", None)
+    wrapped = getattr(obj, "__wrapped__", None)
+    inner = getattr(wrapped, "__code__", None)
+    return [type(obj).__name__, getattr(obj, "__module__", None),
+            getattr(obj, "__qualname__", None),
+            code and f"{code.co_filename}:{code.co_firstlineno}",
+            inner and f"{inner.co_filename}:{inner.co_firstlineno}"]
+def snapshot():
+    return {f"{name}.{attr}": (id(value), describe(value))
+            for name, module in sorted(sys.modules.items())
+            if name.split(".")[0] == "mctx" and isinstance(module, types.ModuleType)
+            for attr, value in sorted(vars(module).items()) if not attr.startswith("__")}
+import mctx, mctx._src.search, mctx._src.action_selection
+before = snapshot()
+if sys.argv[1] == "azjax":
+    import jax, jax.numpy as jnp
+    import azjax, envs
+    from azjax.config import NetworkConfig, SearchConfig
+    from azjax.core.network import init_network
+    from azjax.core.search import make_network_search
+    env, net = envs.make("tic_tac_toe"), NetworkConfig(kind="mlp", hidden=(4,))
+    variables = init_network(net, 9, env.observation_shape, jax.random.PRNGKey(0))
+    states = jax.tree.map(lambda x: x[None], env.init(jax.random.PRNGKey(0)))
+    for algorithm in ("gumbel", "puct"):
+        search = make_network_search(env, net, SearchConfig(algorithm=algorithm,
+                                                            num_simulations=4))
+        jax.block_until_ready(jax.jit(search)(variables, jax.random.PRNGKey(1), states))
+after = snapshot()
+print(json.dumps({"before": before, "after": after}))
+"""
+
+
+def test_azjax_leaves_mctx_as_installed():
+    """`import azjax` and running its searches change no attribute of any mctx module: the
+    same objects before and after in one process, and the same functions (module, name,
+    code) as in an interpreter that never imported azjax."""
+    import json
+    import subprocess
+    import sys
+
+    def run(mode):
+        done = subprocess.run([sys.executable, "-c", _DESCRIBE_MCTX, mode], check=True,
+                              capture_output=True, text=True)
+        return json.loads(done.stdout.splitlines()[-1])
+
+    fresh, used = run("mctx"), run("azjax")
+    assert "mctx._src.search.simulate" in fresh["before"]
+    assert "mctx._src.action_selection.switching_action_selection_wrapper" in fresh["before"]
+    # In one process: the very same objects (ids) before and after azjax ran.
+    changed = sorted(name for name in set(used["before"]) | set(used["after"])
+                     if used["before"].get(name, [None])[0] != used["after"].get(name, [None])[0])
+    assert changed == [], changed
+    # Against a fresh interpreter: the same functions and classes under every name.
+    def described(snapshot):
+        return {name: value[1] for name, value in snapshot.items()}
+
+    fresh_names, used_names = described(fresh["after"]), described(used["after"])
+    for name in ("mctx._src.search.simulate", "mctx._src.search.backward",
+                 "mctx._src.action_selection.switching_action_selection_wrapper"):
+        assert used_names[name] == fresh_names[name], name
+        assert used_names[name][1].startswith("mctx"), used_names[name]
+    assert used_names == fresh_names

@@ -1,8 +1,10 @@
-"""Batched tree search with DeepMind's mctx over the real game (AlphaZero, not MuZero).
+"""Batched tree search over the real game (AlphaZero, not MuZero), in mctx's terms.
 
-`SearchConfig` maps one-to-one onto mctx's arguments. The tree's embedding is the env `State`
-itself and `recurrent_fn` steps the real rules. Importing this module swaps mctx's value backup
-for a batched one that builds the same trees faster (`azjax.core.mctx_backward`).
+`SearchConfig` maps one-to-one onto the arguments of mctx's `gumbel_muzero_policy` /
+`muzero_policy`; the search runs azjax's own policies and loop (`azjax.core.policies`,
+`azjax.core.tree_search`: the same search, batched, with mctx's public action selections and
+qtransforms). The tree's embedding is the env `State` itself and `recurrent_fn` steps the real
+rules.
 
 Players need not alternate (draughts' multi-jumps): rewards and values are always taken for the
 player to move, and the discount between two nodes is -1 when the player to move changes, +1
@@ -32,8 +34,8 @@ import numpy as np
 from flax import struct
 
 from azjax.config import NetworkConfig, SearchConfig
-from azjax.core import mctx_backward, mctx_simulate
 from azjax.core.network import ApplyFn, make_network
+from azjax.core.policies import gumbel_muzero_search, muzero_search
 from envs.core import Env, material_lead
 from envs.forced import forced_moves_played
 
@@ -53,16 +55,15 @@ __all__ = [
     "qtransform_from_name",
 ]
 
-mctx_backward.install()  # the same trees, without mctx's whole-tree copies per backup step
-mctx_simulate.install()  # the same search, one walk for the batch, no chains under terminals
-
 _ILLEGAL_LOGIT = -1e9  # finite, so softmaxes stay NaN-free even when every action is masked
 
 
 @struct.dataclass
 class SearchOutput:
+    """What one batched search returns, for B positions and A actions (see the fields)."""
+
     action: jax.Array  # int32 [B]: the search's chosen action (sampled when noise is on)
-    policy: jax.Array  # float32 [B, A]: mctx's action weights (the policy target)
+    policy: jax.Array  # float32 [B, A]: the search's action weights (the policy target)
     value: jax.Array  # float32 [B]: root value after search, for the player to move (with
     # `contempt` or `material_utility`, the utility the search maximised)
     prior_value: jax.Array  # float32 [B]: the network's value at the root (with
@@ -235,13 +236,56 @@ def tree_env(env: Env, config: SearchConfig) -> Env:
     return forced_moves_played(env) if config.play_forced_moves else env
 
 
-def make_search(env: Env, apply_fn: ApplyFn, config: SearchConfig):
-    """Returns `search(variables, key, states, *, num_simulations=None, noise=True)`.
+def _policy(config: SearchConfig, recurrent_fn, variables: Any, key: chex.PRNGKey,
+            root: mctx.RootFnOutput, invalid: jax.Array, simulations: int,
+            noise: bool) -> mctx.PolicyOutput:
+    """The config's policy (Gumbel MuZero or PUCT) over azjax's search loop."""
+    qtransform = qtransform_from_name(config.qtransform)
+    if config.algorithm == "gumbel":
+        return gumbel_muzero_search(
+            variables, key, root, recurrent_fn,
+            num_simulations=simulations,
+            invalid_actions=invalid,
+            qtransform=qtransform,
+            max_num_considered_actions=config.max_num_considered_actions,
+            gumbel_scale=config.gumbel_scale if noise else 0.0,
+        )
+    return muzero_search(
+        variables, key, root, recurrent_fn,
+        num_simulations=simulations,
+        invalid_actions=invalid,
+        qtransform=qtransform,
+        dirichlet_fraction=config.dirichlet_fraction if noise else 0.0,
+        dirichlet_alpha=config.dirichlet_alpha,
+        pb_c_init=config.pb_c_init,
+        pb_c_base=config.pb_c_base,
+    )
 
-    states: a batch of env states [B]. With `noise=False` the search is deterministic (no
-    Dirichlet noise for puct, `gumbel_scale=0` for gumbel) and `action` is the greedy move
-    (`config.greedy_action`; the argmax of the final policy by default), as used for evaluation
-    and play. Returns a `SearchOutput`.
+
+def _checked(output: SearchOutput, num_actions: int) -> SearchOutput:
+    """`output`, after checking its shapes: [B] and [B, A] (A = `num_actions`)."""
+    batch = output.action.shape[0]
+    chex.assert_shape([output.action, output.value, output.prior_value], (batch,))
+    chex.assert_shape([output.policy, output.visit_counts], (batch, num_actions))
+    chex.assert_type([output.action, output.visit_counts], jnp.int32)
+    return output
+
+
+def make_search(env: Env, apply_fn: ApplyFn, config: SearchConfig):
+    """Builds the batched search of `config` over `env` with the network `apply_fn`.
+
+    Args:
+      env: the game (the root's rules; below it `tree_env(env, config)`).
+      apply_fn: `(variables, obs [B, ...]) -> (logits [B, A], value [B])` (and the material
+        head's prediction [B] when called with `material=True`, for `material_utility`).
+      config: the search's settings.
+
+    Returns:
+      `search(variables, key, states, *, num_simulations=None, noise=True) -> SearchOutput`
+      over a batch of env states [B] (`num_simulations` overrides the config's). With
+      `noise=False` the search is deterministic (no Dirichlet noise for puct, `gumbel_scale=0`
+      for gumbel) and `action` is the greedy move (`config.greedy_action`; the argmax of the
+      final policy by default), as used for evaluation and play.
     """
     if config.symmetry_average:
         apply_fn = symmetry_averaged_apply(env, apply_fn)
@@ -252,8 +296,7 @@ def make_search(env: Env, apply_fn: ApplyFn, config: SearchConfig):
     recurrent_fn = make_recurrent_fn(tree_env(env, config), apply_fn, config.material_utility)
     if config.contempt:
         recurrent_fn = _draw_averse_recurrent_fn(recurrent_fn, config.contempt)
-    qtransform = qtransform_from_name(config.qtransform)
-    # Without noise: mctx's gumbel action is sequential halving's survivor (puct's would sample
+    # Without noise: the gumbel action is sequential halving's survivor (puct's would sample
     # the visits), else the argmax of the final policy.
     survivor = config.algorithm == "gumbel" and config.greedy_action == "halving"
 
@@ -266,36 +309,18 @@ def make_search(env: Env, apply_fn: ApplyFn, config: SearchConfig):
             tree_root = root.replace(
                 value=draw_averse_value(root.value, players, players, config.contempt),
                 embedding=(states, players))
-        invalid = ~states.legal_action_mask
-        if config.algorithm == "gumbel":
-            out = mctx.gumbel_muzero_policy(
-                variables, key, tree_root, recurrent_fn,
-                num_simulations=simulations,
-                invalid_actions=invalid,
-                qtransform=qtransform,
-                max_num_considered_actions=config.max_num_considered_actions,
-                gumbel_scale=config.gumbel_scale if noise else 0.0,
-            )
-        else:
-            out = mctx.muzero_policy(
-                variables, key, tree_root, recurrent_fn,
-                num_simulations=simulations,
-                invalid_actions=invalid,
-                qtransform=qtransform,
-                dirichlet_fraction=config.dirichlet_fraction if noise else 0.0,
-                dirichlet_alpha=config.dirichlet_alpha,
-                pb_c_init=config.pb_c_init,
-                pb_c_base=config.pb_c_base,
-            )
+        out = _policy(config, recurrent_fn, variables, key, tree_root,
+                      ~states.legal_action_mask, simulations, noise)
         policy = out.action_weights
         action = out.action if noise or survivor else jnp.argmax(policy, axis=-1)
-        return SearchOutput(
+        summary = out.search_tree.summary()
+        return _checked(SearchOutput(
             action=action.astype(jnp.int32),
             policy=policy,
-            value=out.search_tree.summary().value,
+            value=summary.value,
             prior_value=root.value,
-            visit_counts=out.search_tree.summary().visit_counts.astype(jnp.int32),
-        )
+            visit_counts=summary.visit_counts.astype(jnp.int32),
+        ), env.num_actions)
 
     return search
 

@@ -1,0 +1,156 @@
+"""The two search policies azjax plays with, over its own loop (`azjax.core.tree_search`) and
+mctx's public action selections: Gumbel MuZero (sequential halving at the root) and MuZero's
+PUCT with Dirichlet noise at the root.
+
+Each reproduces the algorithm of mctx 0.0.71's `gumbel_muzero_policy` / `muzero_policy`, with
+the same keys drawn in the same order, so on the same inputs the action, the action weights
+and the root's statistics are those of mctx's policies (`tests/test_search.py` compares them).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import chex
+import jax
+import jax.numpy as jnp
+import mctx
+
+from azjax.core.tree_search import run_search
+
+__all__ = [
+    "considered_score",
+    "gumbel_muzero_search",
+    "masked_argmax",
+    "muzero_search",
+    "without_invalid_mass",
+]
+
+
+def without_invalid_mass(logits: jax.Array, invalid_actions: jax.Array) -> jax.Array:
+    """Logits [B, A] shifted to a maximum of 0, the `invalid_actions` [B, A] set to the lowest
+    finite float (finite: a softmax over a row with every action invalid stays NaN-free)."""
+    chex.assert_equal_shape([logits, invalid_actions])
+    logits = logits - jnp.max(logits, axis=-1, keepdims=True)
+    return jnp.where(invalid_actions, jnp.finfo(logits.dtype).min, logits)
+
+
+def masked_argmax(scores: jax.Array, invalid_actions: jax.Array) -> jax.Array:
+    """int32 [B]: the valid action with the highest score [B, A] (action 0 if none is valid)."""
+    chex.assert_equal_shape([scores, invalid_actions])
+    return jnp.argmax(jnp.where(invalid_actions, -jnp.inf, scores), axis=-1).astype(jnp.int32)
+
+
+def considered_score(considered_visit: jax.Array, gumbel: jax.Array, logits: jax.Array,
+                     qvalues: jax.Array, visit_counts: jax.Array) -> jax.Array:
+    """Sequential halving's score [B, A]: gumbel + logits + completed Q for the actions visited
+    `considered_visit` [B, 1] times (the survivors), -inf for the others.
+
+    gumbel, logits, qvalues, visit_counts: [B, A]. Logits are shifted to a maximum of 0 and the
+    sum floored at -1e9 so that a lone survivor with very low logits still scores finitely.
+    """
+    chex.assert_equal_shape([gumbel, logits, qvalues, visit_counts])
+    logits = logits - jnp.max(logits, axis=-1, keepdims=True)
+    penalty = jnp.where(visit_counts == considered_visit, 0.0, -jnp.inf)
+    return jnp.maximum(-1e9, gumbel + logits + qvalues) + penalty
+
+
+def gumbel_muzero_search(params: Any, key: chex.PRNGKey, root: mctx.RootFnOutput,
+                         recurrent_fn: Callable, *, num_simulations: int,
+                         invalid_actions: jax.Array, qtransform: Callable,
+                         max_num_considered_actions: int,
+                         gumbel_scale: float = 1.0) -> mctx.PolicyOutput:
+    """Gumbel MuZero ("Policy improvement by planning with Gumbel", Danihelka et al. 2022).
+
+    The root's actions are chosen by sequential halving over `max_num_considered_actions`
+    Gumbel-perturbed candidates, interior ones deterministically towards softmax(logits + Q).
+
+    Args:
+      params: forwarded to `recurrent_fn`.
+      key: a PRNG key (consumed).
+      root: `RootFnOutput`, prior_logits [B, A], value [B], embedding [B, ...].
+      recurrent_fn: mctx's recurrent function (see `azjax.core.tree_search.run_search`).
+      num_simulations: the search's simulations.
+      invalid_actions: bool [B, A], the root's illegal actions.
+      qtransform: an mctx qtransform, `(tree, node_index) -> completed Q [A]` on one tree.
+      max_num_considered_actions: the candidates sequential halving starts from.
+      gumbel_scale: the Gumbel noise's scale (0: a deterministic search).
+
+    Returns:
+      `mctx.PolicyOutput`: action int32 [B] (the best survivor of sequential halving),
+      action_weights float32 [B, A] (softmax of logits + completed Q, the policy target) and
+      search_tree, the batched `mctx.Tree`.
+    """
+    logits = without_invalid_mass(root.prior_logits, invalid_actions)
+    root = root.replace(prior_logits=logits)
+    key, gumbel_key = jax.random.split(key)
+    gumbel = gumbel_scale * jax.random.gumbel(gumbel_key, logits.shape, logits.dtype)
+    root_selection = functools.partial(
+        mctx.gumbel_muzero_root_action_selection, num_simulations=num_simulations,
+        max_num_considered_actions=max_num_considered_actions, qtransform=qtransform)
+    interior_selection = functools.partial(mctx.gumbel_muzero_interior_action_selection,
+                                           qtransform=qtransform)
+    tree = run_search(params, key, root, recurrent_fn, root_selection, interior_selection,
+                      num_simulations, invalid_actions,
+                      extra_data=mctx.GumbelMuZeroExtraData(root_gumbel=gumbel))
+    visit_counts = tree.summary().visit_counts
+    # The survivors are the most visited actions (fewer valid actions: fewer candidates).
+    considered_visit = jnp.max(visit_counts, axis=-1, keepdims=True)
+    # Completed Q-values: the unvisited actions' imputed.
+    qvalues = jax.vmap(qtransform, in_axes=(0, None))(tree, mctx.Tree.ROOT_INDEX)
+    action = masked_argmax(considered_score(considered_visit, gumbel, logits, qvalues,
+                                            visit_counts), invalid_actions)
+    weights = jax.nn.softmax(without_invalid_mass(logits + qvalues, invalid_actions))
+    return mctx.PolicyOutput(action=action, action_weights=weights, search_tree=tree)
+
+
+def _log_probs(probs: jax.Array) -> jax.Array:
+    """log(probs) with zeros floored at the smallest normal float, so it stays finite."""
+    return jnp.log(jnp.maximum(probs, jnp.finfo(probs.dtype).tiny))
+
+
+def muzero_search(params: Any, key: chex.PRNGKey, root: mctx.RootFnOutput,
+                  recurrent_fn: Callable, *, num_simulations: int, invalid_actions: jax.Array,
+                  qtransform: Callable, dirichlet_fraction: float = 0.25,
+                  dirichlet_alpha: float = 0.3, pb_c_init: float = 1.25,
+                  pb_c_base: float = 19652.0, temperature: float = 1.0) -> mctx.PolicyOutput:
+    """MuZero's PUCT search (AlphaZero's selection) with Dirichlet noise mixed into the root's
+    prior, acting by sampling the root's visit counts ** (1 / temperature).
+
+    Args:
+      params: forwarded to `recurrent_fn`.
+      key: a PRNG key (consumed).
+      root: `RootFnOutput`, prior_logits [B, A], value [B], embedding [B, ...].
+      recurrent_fn: mctx's recurrent function (see `azjax.core.tree_search.run_search`).
+      num_simulations: the search's simulations.
+      invalid_actions: bool [B, A], the root's illegal actions.
+      qtransform: an mctx qtransform, `(tree, node_index) -> Q [A]` on one tree.
+      dirichlet_fraction: the noise's share of the root prior (0: the prior alone).
+      dirichlet_alpha: the Dirichlet concentration.
+      pb_c_init, pb_c_base: the PUCT exploration constants c1, c2.
+      temperature: the visit-count temperature of the sampled action (0: the most visited).
+
+    Returns:
+      `mctx.PolicyOutput`: action int32 [B] (sampled), action_weights float32 [B, A] (the
+      root's visit shares, the policy target) and search_tree, the batched `mctx.Tree`.
+    """
+    key, noise_key, search_key = jax.random.split(key, 3)
+    batch, num_actions = root.prior_logits.shape
+    noise = jax.random.dirichlet(noise_key, jnp.full((num_actions,), dirichlet_alpha),
+                                 shape=(batch,))
+    probs = jax.nn.softmax(root.prior_logits)
+    noisy = (1 - dirichlet_fraction) * probs + dirichlet_fraction * noise
+    root = root.replace(prior_logits=without_invalid_mass(_log_probs(noisy), invalid_actions))
+    interior_selection = functools.partial(mctx.muzero_action_selection, pb_c_base=pb_c_base,
+                                           pb_c_init=pb_c_init, qtransform=qtransform)
+    root_selection = functools.partial(interior_selection, depth=0)
+    tree = run_search(params, search_key, root, recurrent_fn, root_selection,
+                      interior_selection, num_simulations, invalid_actions)
+    weights = tree.summary().visit_probs
+    logits = _log_probs(weights)
+    logits = logits - jnp.max(logits, axis=-1, keepdims=True)  # no +inf at a low temperature
+    logits = logits / jnp.maximum(jnp.finfo(logits.dtype).tiny, temperature)
+    action = jax.random.categorical(key, logits).astype(jnp.int32)
+    return mctx.PolicyOutput(action=action, action_weights=weights, search_tree=tree)
