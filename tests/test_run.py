@@ -157,8 +157,12 @@ def test_a_changed_config_or_another_game_is_refused_without_touching_the_run(st
     before = _tree_digest(run_dir)
     changed = dataclasses.replace(_with_budget(CONFIG, 6),
                                   search=dataclasses.replace(CONFIG.search, num_simulations=8))
-    with pytest.raises(ConfigError, match=r"search.num_simulations: saved 4, requested 8"):
+    with pytest.raises(ConfigError,
+                       match=r"search.num_simulations: saved 4, requested 8") as refused:
         train(changed, run_dir, show_progress=False)
+    assert ("only budget.*, checkpoint.*, eval.* (but gating), train.lr_decay_steps, "  # what
+            "train.lr_floor and train.updates_per_call may change on resume"  # may change
+            in str(refused.value))
     gated = dataclasses.replace(_with_budget(CONFIG, 6),
                                 eval=dataclasses.replace(CONFIG.eval, gating=True))
     with pytest.raises(ConfigError, match=r"eval.gating: saved False, requested True"):
@@ -257,7 +261,8 @@ def test_a_nan_loss_stops_with_a_clear_error_and_keeps_the_last_checkpoint(tmp_p
 
 def test_an_evaluation_error_keeps_the_iterations_done_since_the_last_checkpoint(tmp_path):
     class BrokenEvaluator:  # e.g. an oracle file found corrupt when first read
-        def __init__(self, *args, **kwargs):
+        def __init__(self, env, config, apply_fn, search_fn, *, params_example=None):
+            assert callable(apply_fn) and callable(search_fn) and params_example is not None
             self.opponents = {}
 
         def evaluate(self, *args, **kwargs):
@@ -465,6 +470,20 @@ def test_the_wall_seconds_bar_closes_when_the_last_iteration_overshoots_the_budg
     bar.close()
     assert bar.n == 60
     assert "100%" in out.getvalue() and "60/60 s" in out.getvalue()
+
+
+def test_progress_off_a_terminal_is_plain_lines_not_bar_frames(tmp_path, capsys):
+    """`azjax train ... > log 2>&1`: a line per iteration and the evaluation summaries, no
+    carriage-return frames of a bar (pytest's captured streams are not terminals)."""
+    train(_with_budget(CONFIG, 2), tmp_path, show_progress=True)
+    captured = capsys.readouterr()
+    assert "\r" not in captured.out + captured.err
+    lines = captured.out.splitlines()
+    for i in (1, 2):
+        assert any(line.startswith(f"train tic_tac_toe: iteration {i}/2, wall ")
+                   and "positions/s, loss " in line for line in lines), lines
+    assert any(line.startswith("iter     2 |") for line in lines)  # the evaluation's summary
+    assert any(line.endswith("(untrained)") for line in lines)
 
 
 def test_an_iteration_starts_only_when_one_like_the_last_fits_the_wall_budget():
