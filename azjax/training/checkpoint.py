@@ -24,7 +24,13 @@ from azjax.model_files import CheckpointError
 __all__ = ["RunCheckpointer"]
 
 class RunCheckpointer:
-    """Saves and restores whole-run checkpoints under `run_dir/checkpoints`."""
+    """Saves and restores whole-run checkpoints under `run_dir/checkpoints`.
+
+    Args:
+      run_dir: the run dir.
+      keep: how many of the newest checkpoints are kept.
+      read_only: only read (nothing created, no scratch directories cleaned up).
+    """
 
     def __init__(self, run_dir: str | Path, *, keep: int = 3, read_only: bool = False):
         self.directory = Path(run_dir).absolute() / "checkpoints"
@@ -39,17 +45,31 @@ class RunCheckpointer:
                                               item_names=("state", "meta"))
 
     def latest_iteration(self) -> int | None:
+        """The newest checkpoint's iteration, or None without one."""
         return self._manager.latest_step()
 
     def all_iterations(self) -> list[int]:
+        """The iterations of the checkpoints kept, oldest first."""
         return list(self._manager.all_steps())
 
     def save(self, iteration: int, state: Any, meta: dict[str, Any]) -> None:
+        """Writes checkpoint `iteration` (replacing one of that iteration) and waits for it.
+
+        Args:
+          iteration: the checkpoint's number.
+          state: the run state (a pytree of arrays, sharded or not).
+          meta: JSON-able facts a resume reads (config, wall_s, ...).
+        """
         self._manager.save(iteration, args=ocp.args.Composite(
             state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(meta)), force=True)
         self._manager.wait_until_finished()
 
     def restore_meta(self, iteration: int) -> dict[str, Any]:
+        """The meta saved with checkpoint `iteration`.
+
+        Raises:
+          CheckpointError: the checkpoint is corrupt or unreadable.
+        """
         try:
             restored = self._manager.restore(
                 iteration, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))
@@ -61,6 +81,16 @@ class RunCheckpointer:
             ) from None
 
     def restore_state(self, iteration: int, abstract_state: Any) -> Any:
+        """The run state of checkpoint `iteration`.
+
+        Args:
+          iteration: the checkpoint's number.
+          abstract_state: the state's structure, shapes, dtypes and shardings
+            (`Learner.abstract_state`), which the restored arrays take.
+
+        Raises:
+          CheckpointError: the checkpoint is corrupt or does not match `abstract_state`.
+        """
         try:
             restored = self._manager.restore(
                 iteration, args=ocp.args.Composite(state=ocp.args.StandardRestore(abstract_state)))
@@ -80,4 +110,5 @@ class RunCheckpointer:
                 f"{older[-1]}, move {self.directory / str(iteration)} out of checkpoints/")
 
     def close(self) -> None:
+        """Releases orbax's manager."""
         self._manager.close()

@@ -24,20 +24,35 @@ def export_model(run_dir: str | Path, snapshot: str | None, to: str | Path, *,
                  storage_dtype: str = "float32",
                  search_overrides: list[str] | None = None,
                  average: list[int] | None = None) -> Path:
-    """Copies snapshot `snapshot` (default: the newest) of `run_dir` to `to`, adding the
-    search defaults, the run's provenance and a Markdown model card (MODEL_CARD.md).
+    """Copies a snapshot of `run_dir` to `to`, adding the search defaults, the run's
+    provenance and a Markdown model card (MODEL_CARD.md).
 
-    num_simulations: the model's default search simulations (default: the run's evaluation
-    setting). evaluate: measures the exported model (given its directory) and returns metrics
-    under the training run's `eval/...` keys; they replace the snapshot's training-time
-    figures in the card, which stay in model.json as `training_eval`. storage_dtype: the
-    params' dtype on disk (`save_model`); the evaluation measures the params as stored.
-    search_overrides: `KEY=VALUE` changes to how the model searches by default (e.g.
-    `search.matmul_dtype=float32` for a run that searched in bfloat16), validated like
-    `Agent.with_search`; the card is measured under them.
-    average: snapshot iterations whose params are averaged into the exported model (stochastic
-    weight averaging: the mean of weights along one run's low-learning-rate tail). The newest
-    of them supplies the config and provenance (`snapshot`, if given, must be that one).
+    Args:
+      run_dir: the run dir.
+      snapshot: the snapshot's iteration (default: the newest).
+      to: the model directory to write (an earlier export there is replaced).
+      num_simulations: the model's default search simulations (default: the run's evaluation
+        setting).
+      evaluate: measures the exported model (given its directory) and returns metrics under
+        the training run's `eval/...` keys; they replace the snapshot's training-time figures
+        in the card, which stay in model.json as `training_eval`.
+      storage_dtype: the params' dtype on disk (`save_model`); the evaluation measures the
+        params as stored.
+      search_overrides: `KEY=VALUE` changes to how the model searches by default (e.g.
+        `search.matmul_dtype=float32` for a run that searched in bfloat16), validated like
+        `Agent.with_search`; the card is measured under them.
+      average: snapshot iterations whose params are averaged into the exported model
+        (stochastic weight averaging: the mean of weights along one run's low-learning-rate
+        tail). The newest of them supplies the config and provenance (`snapshot`, if given,
+        must be that one).
+
+    Returns:
+      `to`, as written by `save_model`.
+
+    Raises:
+      CheckpointError: no such snapshot, a target overlapping the run dir or not a model
+        directory, or averaged snapshots of different networks.
+      ValueError: num_simulations < 1, or a bad `average` list.
     """
     run_dir, to = Path(run_dir), Path(to)
     if average:

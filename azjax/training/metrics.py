@@ -50,6 +50,8 @@ def run_game(run_dir: str | Path) -> str:
 
 
 def read_metrics(path: str | Path) -> list[dict[str, Any]]:
+    """The records of a metrics.jsonl, in order ([] without the file); a torn last line (a
+    process killed mid-write) and what follows it are left out."""
     path = Path(path)
     if not path.is_file():
         return []
@@ -64,7 +66,14 @@ def read_metrics(path: str | Path) -> list[dict[str, Any]]:
 
 
 class MetricsLogger:
-    """Appends records to `run_dir/metrics.jsonl` and mirrors scalars to TensorBoard."""
+    """Appends records to `run_dir/metrics.jsonl` and mirrors scalars to TensorBoard.
+
+    Args:
+      run_dir: the run dir.
+      resume_iteration: None for a fresh run (a fresh file); else the iteration resumed from,
+        whose later records are dropped (that work is redone).
+      enabled: False: log nothing (a process other than 0).
+    """
 
     def __init__(self, run_dir: str | Path, *, resume_iteration: int | None = None,
                  enabled: bool = True):
@@ -87,6 +96,8 @@ class MetricsLogger:
         self._writer = SummaryWriter(str(self.run_dir / "tensorboard"))
 
     def log(self, record: dict[str, Any]) -> None:
+        """Appends `record` (numpy values made plain) as one JSON line; its finite numbers
+        also go to TensorBoard at step `record["iteration"]`."""
         if not self.enabled:
             return
         clean = {k: _plain(v) for k, v in record.items()}
@@ -99,6 +110,7 @@ class MetricsLogger:
         self._writer.flush()
 
     def close(self) -> None:
+        """Closes the TensorBoard writer."""
         if self._writer is not None:
             self._writer.close()
 
@@ -123,7 +135,12 @@ def _arena_keys(records: list[dict[str, Any]]) -> list[str]:
 
 
 def plot_curves(run_dir: str | Path) -> Path | None:
-    """Draws curves.png from metrics.jsonl against wall_s; returns its path."""
+    """Draws curves.png (loss, oracle error, arena scores, self-play results) from
+    metrics.jsonl against wall_s, and oracle.png for games scored on several oracle sets.
+
+    Returns:
+      curves.png's path, or None when no record has a `wall_s` yet.
+    """
     import matplotlib
 
     matplotlib.use("Agg")

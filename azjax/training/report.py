@@ -34,6 +34,14 @@ def report_table(run_dir: str | Path, *, every: int = 1, last: int | None = None
     """The Markdown table of a run's evaluations: every `every`-th one (the last always kept),
     or only the `last` ones.
 
+    Args:
+      run_dir: the run dir (its metrics.jsonl, and config.yaml for the oracle sets' names).
+      every: keep every `every`-th evaluation.
+      last: keep only the last `last` of those (None: all).
+
+    Returns:
+      The table's lines, joined by newlines (no trailing newline).
+
     Raises:
       FileNotFoundError: no metrics.jsonl in `run_dir`.
       ValueError: `every` < 1, or a run with no evaluation logged yet.
