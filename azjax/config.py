@@ -414,21 +414,38 @@ def _require(condition: bool, key: str, message: str) -> None:
 
 
 def _validate(config: ExperimentConfig) -> None:
+    """Raises ConfigError naming the first key of `config` that cannot be used."""
     import envs  # late import: envs imports jax
 
     try:
         env = envs.make(config.game)
     except ValueError as error:
         raise ConfigError(f"game: {error}") from None
-    net, search, play = config.network, config.search, config.selfplay
+    _validate_network(config.network)
+    _validate_search(config.search, config.network)
+    _validate_selfplay(config.selfplay, config.search)
+    _validate_replay(config.replay, config.train)
+    _validate_train(config.train, config.replay)
+    _validate_material_head(config, env)
+    _validate_eval(config.eval)
+    _require(config.checkpoint.every_iterations >= 1, "checkpoint.every_iterations", ">= 1")
+    _require(config.checkpoint.keep >= 1, "checkpoint.keep", "must be >= 1")
+    _require(config.budget.max_iterations >= 0 and config.budget.max_wall_s >= 0, "budget",
+             "limits must be >= 0")
+
+
+def _validate_network(net: NetworkConfig) -> None:
     _require(net.channels > 0 and net.blocks >= 0, "network", "channels > 0 and blocks >= 0")
     _require(net.width > 0, "network.width", "must be positive")
     _require(net.stem_layers >= 0 and net.stem_channels > 0, "network",
              "stem_layers >= 0 and stem_channels > 0")
     _require(min(net.policy_channels, net.value_channels, net.value_hidden) >= 1, "network",
              "policy_channels, value_channels and value_hidden must be >= 1")
-    _require(search.gumbel_scale >= 0, "search.gumbel_scale", "must be >= 0")
     _require(all(h > 0 for h in net.hidden), "network.hidden", "widths must be positive")
+
+
+def _validate_search(search: SearchConfig, net: NetworkConfig) -> None:
+    _require(search.gumbel_scale >= 0, "search.gumbel_scale", "must be >= 0")
     _require(search.num_simulations >= 1, "search.num_simulations", "must be >= 1")
     _require(search.max_num_considered_actions >= 1, "search.max_num_considered_actions",
              "must be >= 1")
@@ -441,6 +458,11 @@ def _validate(config: ExperimentConfig) -> None:
     _require(search.prior_temperature > 0, "search.prior_temperature", "must be > 0")
     _require(search.greedy_action == "policy" or search.algorithm == "gumbel",
              "search.greedy_action", "'halving' is gumbel's (puct plays the most visited move)")
+    _require(search.pb_c_init > 0 and search.pb_c_base > 0, "search.pb_c_init",
+             "pb_c_init and pb_c_base must be > 0")
+
+
+def _validate_selfplay(play: SelfPlayConfig, search: SearchConfig) -> None:
     _require(play.batch_size >= 1, "selfplay.batch_size", "must be >= 1")
     _require(play.chunk_length >= 0, "selfplay.chunk_length", "must be >= 0")
     _require(play.max_game_length >= 0, "selfplay.max_game_length", "must be >= 0")
@@ -454,56 +476,63 @@ def _validate(config: ExperimentConfig) -> None:
     _require(0.0 <= play.random_start_prob <= 1.0, "selfplay.random_start_prob", "in [0, 1]")
     _require(play.random_opening_prob == 0 or play.random_opening_max_moves >= 1,
              "selfplay.random_opening_max_moves", "must be >= 1 when random_opening_prob > 0")
-    _require(config.replay.capacity >= config.train.batch_size, "replay.capacity",
+    _require(play.temperature_moves >= 0, "selfplay.temperature_moves", "must be >= 0")
+
+
+def _validate_replay(replay: ReplayConfig, train: TrainConfig) -> None:
+    _require(replay.capacity >= train.batch_size, "replay.capacity",
              "must be >= train.batch_size")
-    _require(config.replay.window_start >= 0 and config.replay.window_growth >= 0,
+    _require(replay.window_start >= 0 and replay.window_growth >= 0,
              "replay.window_start", "window sizes must be >= 0")
-    _require(config.train.batch_size >= 1, "train.batch_size", "must be >= 1")
+
+
+def _validate_train(train: TrainConfig, replay: ReplayConfig) -> None:
+    _require(train.batch_size >= 1, "train.batch_size", "must be >= 1")
     # Above the capacity the buffer never gets there: the run would self-play without training.
-    _require(0 <= config.train.min_replay_size <= config.replay.capacity,
+    _require(0 <= train.min_replay_size <= replay.capacity,
              "train.min_replay_size", "must be in [0, replay.capacity]")
-    _require(config.train.updates_per_iteration >= 0, "train.updates_per_iteration", ">= 0")
-    _require(config.train.updates_per_call >= 1
-             and config.train.updates_per_iteration % config.train.updates_per_call == 0,
+    _require(train.updates_per_iteration >= 0, "train.updates_per_iteration", ">= 0")
+    _require(train.updates_per_call >= 1
+             and train.updates_per_iteration % train.updates_per_call == 0,
              "train.updates_per_call",
              f"must be >= 1 and divide train.updates_per_iteration "
-             f"({config.train.updates_per_iteration})")
-    _require(config.train.learning_rate > 0, "train.learning_rate", "must be > 0")
-    _require(config.train.weight_decay >= 0, "train.weight_decay", "must be >= 0")
-    _require(config.train.lr_schedule == "constant" or config.train.lr_decay_steps >= 1,
+             f"({train.updates_per_iteration})")
+    _require(train.learning_rate > 0, "train.learning_rate", "must be > 0")
+    _require(train.weight_decay >= 0, "train.weight_decay", "must be >= 0")
+    _require(train.lr_schedule == "constant" or train.lr_decay_steps >= 1,
              "train.lr_decay_steps", "must be >= 1 with a decaying lr_schedule")
-    _require(config.train.warmup_steps >= 0, "train.warmup_steps", "must be >= 0")
-    _require(0.0 <= config.train.lr_floor <= 1.0, "train.lr_floor",
+    _require(train.warmup_steps >= 0, "train.warmup_steps", "must be >= 0")
+    _require(0.0 <= train.lr_floor <= 1.0, "train.lr_floor",
              "must be in [0, 1] (a fraction of train.learning_rate)")
-    _require(0.0 <= config.train.momentum < 1.0, "train.momentum", "in [0, 1)")
-    _require(config.train.value_loss_weight >= 0, "train.value_loss_weight", "must be >= 0")
-    _require(config.train.material_loss_weight >= 0, "train.material_loss_weight",
-             "must be >= 0")
-    if net.material_head:
-        _require(config.train.material_loss_weight > 0, "train.material_loss_weight",
-                 "must be > 0 with network.material_head (else the head never trains)")
-        _require(env.supports("material"), "network.material_head",
-                 f"{config.game} has no material count (Env.material)")
-    _require(config.train.max_grad_norm >= 0, "train.max_grad_norm", "must be >= 0 (0 = off)")
-    _require(play.temperature_moves >= 0, "selfplay.temperature_moves", "must be >= 0")
-    _require(search.pb_c_init > 0 and search.pb_c_base > 0, "search.pb_c_init",
-             "pb_c_init and pb_c_base must be > 0")
-    _require(config.eval.every_iterations >= 1, "eval.every_iterations", "must be >= 1")
-    _require(config.eval.arena_every >= 1, "eval.arena_every", "must be >= 1")
-    _require(config.eval.oracle_positions >= 0, "eval.oracle_positions", "must be >= 0")
-    _require(config.eval.gating_games >= 2, "eval.gating_games", "must be >= 2 (both colours)")
-    _require(0.0 <= config.eval.gating_threshold <= 1.0, "eval.gating_threshold", "in [0, 1]")
-    _require(config.eval.arena_games >= 2 and config.eval.arena_games % 2 == 0,
+    _require(0.0 <= train.momentum < 1.0, "train.momentum", "in [0, 1)")
+    _require(train.value_loss_weight >= 0, "train.value_loss_weight", "must be >= 0")
+    _require(train.material_loss_weight >= 0, "train.material_loss_weight", "must be >= 0")
+    _require(train.max_grad_norm >= 0, "train.max_grad_norm", "must be >= 0 (0 = off)")
+
+
+def _validate_material_head(config: ExperimentConfig, env: Any) -> None:
+    """A material head needs a game that counts material and a weight that trains it."""
+    if not config.network.material_head:
+        return
+    _require(config.train.material_loss_weight > 0, "train.material_loss_weight",
+             "must be > 0 with network.material_head (else the head never trains)")
+    _require(env.supports("material"), "network.material_head",
+             f"{config.game} has no material count (Env.material)")
+
+
+def _validate_eval(evaluation: EvalConfig) -> None:
+    _require(evaluation.every_iterations >= 1, "eval.every_iterations", "must be >= 1")
+    _require(evaluation.arena_every >= 1, "eval.arena_every", "must be >= 1")
+    _require(evaluation.oracle_positions >= 0, "eval.oracle_positions", "must be >= 0")
+    _require(evaluation.gating_games >= 2, "eval.gating_games", "must be >= 2 (both colours)")
+    _require(0.0 <= evaluation.gating_threshold <= 1.0, "eval.gating_threshold", "in [0, 1]")
+    _require(evaluation.arena_games >= 2 and evaluation.arena_games % 2 == 0,
              "eval.arena_games", "must be even and >= 2 (each side plays both colours equally)")
-    _require(config.eval.num_simulations >= 0, "eval.num_simulations",
+    _require(evaluation.num_simulations >= 0, "eval.num_simulations",
              "must be >= 0 (0 = search.num_simulations)")
-    for opponent in config.eval.opponents:
+    for opponent in evaluation.opponents:
         rollouts = opponent.removeprefix("mcts:")
         _require(opponent in ("random", "greedy")
                  or (opponent.startswith("mcts:") and rollouts.isdigit() and int(rollouts) > 0),
                  "eval.opponents", f"unknown opponent {opponent!r} (random, greedy, mcts:N "
                  "with N >= 1)")
-    _require(config.checkpoint.every_iterations >= 1, "checkpoint.every_iterations", ">= 1")
-    _require(config.checkpoint.keep >= 1, "checkpoint.keep", "must be >= 1")
-    _require(config.budget.max_iterations >= 0 and config.budget.max_wall_s >= 0, "budget",
-             "limits must be >= 0")
