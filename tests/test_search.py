@@ -226,11 +226,8 @@ def _below_terminal(tree) -> tuple[np.ndarray, np.ndarray]:
 
 def _assert_same_root(got, want):
     """The root's statistics of two batched trees are equal bit for bit."""
-    for name in ("node_visits", "node_values", "raw_values"):
-        np.testing.assert_array_equal(np.asarray(getattr(got, name))[:, 0],
-                                      np.asarray(getattr(want, name))[:, 0], err_msg=name)
-    for name in ("children_visits", "children_values", "children_index", "children_rewards",
-                 "children_discounts"):
+    for name in ("node_visits", "node_values", "raw_values", "children_visits",
+                 "children_values", "children_index", "children_rewards", "children_discounts"):
         np.testing.assert_array_equal(np.asarray(getattr(got, name))[:, 0],
                                       np.asarray(getattr(want, name))[:, 0], err_msg=name)
 
