@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import chex
 import jax
 import jax.numpy as jnp
 
@@ -17,21 +18,39 @@ __all__ = ["alphazero_loss"]
 def alphazero_loss(params: Any, apply_fn: ApplyFn, batch: Positions, *,
                    value_loss_weight: float = 1.0, material_loss_weight: float = 0.0
                    ) -> tuple[jax.Array, dict[str, jax.Array]]:
-    """(z - v)^2 averaged over the positions with a value target (`value_mask`), plus
+    """AlphaZero's loss of the network on a batch of training positions.
+
+    (z - v)^2 averaged over the positions with a value target (`value_mask`), plus
     -pi . log p averaged over those with a policy target (pi summing to 1; an all-zero pi, from
-    a fast search of playout-cap randomisation, has none). Batch [B].
+    a fast search of playout-cap randomisation, has none). When the batch carries material
+    targets (`Positions.material`), the network's material head adds `material_loss_weight` x
+    (m - m_hat)^2, averaged under `value_mask` as the value.
 
-    When the batch carries material targets (`Positions.material`), the network's material head
-    adds `material_loss_weight` x (m - m_hat)^2, averaged under `value_mask` as the value.
+    Args:
+      params: the network's parameters (differentiated).
+      apply_fn: the network (`azjax.core.network.make_network`).
+      batch: `Positions` [B]: observation float32 [B, *obs], policy float32 [B, A], value
+        float32 [B], value_mask bool [B], material float32 [B] or None.
+      value_loss_weight: the value term's weight.
+      material_loss_weight: the material term's weight (with material targets).
 
-    Returns the scalar loss and a dict of scalar metrics.
+    Returns:
+      (loss float32 [], metrics: a dict of float32 [] by name).
     """
+    chex.assert_rank(batch.policy, 2)
+    size = batch.policy.shape[0]
+    chex.assert_shape([batch.value, batch.value_mask], (size,))
+    chex.assert_tree_shape_prefix(batch, (size,))
     variables = {"params": params}
     if batch.material is None:
         logits, value = apply_fn(variables, batch.observation, train=True)
     else:
+        chex.assert_shape(batch.material, (size,))
         logits, value, material = apply_fn(variables, batch.observation, train=True,
                                            material=True)
+        chex.assert_shape(material, (size,))
+    chex.assert_shape(logits, batch.policy.shape)
+    chex.assert_shape(value, (size,))
     log_p = jax.nn.log_softmax(logits)
     policy_count = jnp.maximum(jnp.sum(jnp.sum(batch.policy, axis=-1) > 0.5), 1.0)
     policy_loss = -jnp.sum(batch.policy * log_p) / policy_count

@@ -26,6 +26,7 @@ import functools
 from collections.abc import Callable
 from typing import Literal
 
+import chex
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
@@ -181,30 +182,62 @@ class PolicyValueNet(nn.Module):
 
 def make_network(config: NetworkConfig, num_actions: int, *,
                  matmul_dtype: MatmulDtype = "float32") -> tuple[PolicyValueNet, ApplyFn]:
-    """The module and its apply function `apply(variables, obs float32 [B, *obs], *,
-    train=False, material=False) -> (logits float32 [B, A], value float32 [B])`, plus the
-    material head's float32 [B] when `material=True`. `matmul_dtype` is the trunk's
-    dense layers' operand precision (module docstring); the parameters do not depend on it."""
+    """The network's module and its apply function.
+
+    Args:
+      config: the network's architecture.
+      num_actions: A, the policy head's outputs.
+      matmul_dtype: the trunk's dense layers' operand precision (module docstring); the
+        parameters do not depend on it.
+
+    Returns:
+      (module, apply) with `apply(variables, obs float32 [B, *obs], *, train=False,
+      material=False) -> (logits float32 [B, A], value float32 [B])`, plus the material head's
+      float32 [B] when `material=True`.
+
+    Raises:
+      ValueError: for an unknown `matmul_dtype`.
+    """
     if matmul_dtype not in ("float32", "bfloat16"):
         raise ValueError(f"matmul_dtype must be 'float32' or 'bfloat16', got {matmul_dtype!r}")
     module = PolicyValueNet(config, num_actions, matmul_dtype)
 
     def apply(variables, obs: jax.Array, *, train: bool = False, material: bool = False):
-        return module.apply(variables, obs, train=train, material=material)
+        outputs = module.apply(variables, obs, train=train, material=material)
+        chex.assert_shape(outputs[0], (obs.shape[0], num_actions))
+        chex.assert_shape(outputs[1:], (obs.shape[0],))
+        return outputs
 
     return module, apply
 
 
 def init_network(config: NetworkConfig, num_actions: int, observation_shape: tuple[int, ...],
                  key: jax.Array) -> dict:
-    """Fresh variables ({"params": ...}) for the network."""
+    """Fresh variables for the network.
+
+    Args:
+      config: the network's architecture; num_actions: A.
+      observation_shape: `*obs`, one observation's shape.
+      key: PRNG key for the initial weights.
+
+    Returns:
+      {"params": ...}, float32 parameters (the same for every `matmul_dtype`).
+    """
     module = PolicyValueNet(config, num_actions)
     return module.init(key, jnp.zeros((1, *observation_shape), jnp.float32))
 
 
 def count_flops(apply: ApplyFn, variables: dict, observation_shape: tuple[int, ...],
                 batch_size: int = 1) -> float:
-    """FLOPs of one forward pass for `batch_size` observations, from XLA's cost analysis."""
+    """FLOPs of one forward pass, from XLA's cost analysis of the compiled apply.
+
+    Args:
+      apply: the network's apply function (`make_network`); variables: its variables.
+      observation_shape: `*obs`; batch_size: B, observations per pass.
+
+    Returns:
+      The pass's floating-point operations (0.0 if XLA reports none).
+    """
     obs = jnp.zeros((batch_size, *observation_shape), jnp.float32)
     compiled = jax.jit(apply).lower(variables, obs).compile()
     analysis = compiled.cost_analysis()

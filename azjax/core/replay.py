@@ -20,6 +20,8 @@ __all__ = ["ReplayBuffer", "add", "init", "sample", "window_size"]
 
 @struct.dataclass
 class ReplayBuffer:
+    """C slots of training positions in ring order, the newest just before `next_index`."""
+
     positions: Positions  # [C, ...]
     next_index: jax.Array  # int32 []: the slot the next position goes to
     size: jax.Array  # int32 []: positions stored (<= C)
@@ -27,7 +29,16 @@ class ReplayBuffer:
 
 
 def init(example: Positions, capacity: int) -> ReplayBuffer:
-    """An empty buffer shaped like `example` (one position, no leading axis) x capacity."""
+    """An empty buffer.
+
+    Args:
+      example: one position (`Positions` with no leading axis), for the leaves' shapes and
+        dtypes.
+      capacity: C, the number of slots.
+
+    Returns:
+      A `ReplayBuffer` of C zero positions ([C, ...] per leaf), size 0.
+    """
     positions = jax.tree.map(lambda x: jnp.zeros((capacity, *x.shape), x.dtype), example)
     # Separate arrays, not one shared zero: the buffer is donated to jitted calls.
     zero = lambda: jnp.zeros((), jnp.int32)
@@ -35,10 +46,20 @@ def init(example: Positions, capacity: int) -> ReplayBuffer:
 
 
 def add(buffer: ReplayBuffer, positions: Positions, mask: jax.Array) -> ReplayBuffer:
-    """Appends `positions[mask]` in order ([N, ...] with mask bool [N]); oldest overwritten.
+    """Appends `positions[mask]` in order; the oldest are overwritten.
 
-    If more than C positions are masked in, only the newest C are kept.
+    Args:
+      buffer: the buffer, C slots.
+      positions: `Positions` [N], shaped as the buffer's slots past their leading axis.
+      mask: bool [N], the positions to keep.
+
+    Returns:
+      The buffer with the masked positions after its newest. If more than C positions are
+      masked in, only the newest C are kept.
     """
+    chex.assert_rank(mask, 1)
+    jax.tree.map(lambda new, store: chex.assert_shape(new, (*mask.shape, *store.shape[1:])),
+                 positions, buffer.positions)
     capacity = buffer.next_index.dtype.type(jax.tree.leaves(buffer.positions)[0].shape[0])
     count = jnp.sum(mask, dtype=jnp.int32)
     rank = jnp.cumsum(mask, dtype=jnp.int32) - 1  # order among the kept positions
@@ -57,7 +78,16 @@ def add(buffer: ReplayBuffer, positions: Positions, mask: jax.Array) -> ReplayBu
 
 
 def window_size(config: ReplayConfig, iteration: jax.Array | int) -> jax.Array:
-    """int32 []: how many of the newest positions `sample` draws from at this iteration."""
+    """How many of the newest positions `sample` draws from at this iteration.
+
+    Args:
+      config: the replay settings (`window_start`, `window_growth`, `capacity`).
+      iteration: int32 [], iterations completed.
+
+    Returns:
+      int32 []: `window_start + window_growth x iteration`, at most the capacity; the capacity
+      itself when `window_start` is 0.
+    """
     if config.window_start <= 0:
         return jnp.int32(config.capacity)
     grown = config.window_start + config.window_growth * jnp.asarray(iteration, jnp.int32)
@@ -66,9 +96,22 @@ def window_size(config: ReplayConfig, iteration: jax.Array | int) -> jax.Array:
 
 def sample(buffer: ReplayBuffer, key: chex.PRNGKey, batch_size: int,
            window: jax.Array | int) -> Positions:
-    """[batch_size] positions drawn uniformly (with replacement) from the newest `window`."""
+    """Positions drawn uniformly (with replacement) from the newest `window` of the buffer.
+
+    Args:
+      buffer: the buffer, C slots.
+      key: PRNG key for the draw.
+      batch_size: B, positions to draw.
+      window: int32 [], how many of the newest positions to draw from (`window_size`); the
+        whole buffer if it holds fewer.
+
+    Returns:
+      `Positions` [B].
+    """
     capacity = jax.tree.leaves(buffer.positions)[0].shape[0]
     span = jnp.maximum(jnp.minimum(buffer.size, window), 1)
     offset = jax.random.randint(key, (batch_size,), 0, span)
     index = (buffer.next_index - 1 - offset) % capacity
-    return jax.tree.map(lambda x: x[index], buffer.positions)
+    batch = jax.tree.map(lambda x: x[index], buffer.positions)
+    chex.assert_tree_shape_prefix(batch, (batch_size,))
+    return batch

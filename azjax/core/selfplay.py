@@ -12,6 +12,9 @@ config resolution enforces (games reaching `max_game_length` are truncated: no v
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+from collections.abc import Callable
 from typing import Any
 
 import chex
@@ -21,14 +24,22 @@ from flax import struct
 
 from azjax.config import SelfPlayConfig
 from azjax.core.targets import StepRecord, emit_positions
+from azjax.core.types import Positions
 from envs.core import Env
 
-__all__ = ["SelfPlayState", "SelfPlayStats", "init_selfplay", "make_selfplay", "resolve_lengths"]
+__all__ = [
+    "SelfPlayFn",
+    "SelfPlayState",
+    "SelfPlayStats",
+    "init_selfplay",
+    "make_selfplay",
+    "resolve_lengths",
+]
 
 
 @struct.dataclass
 class SelfPlayState:
-    """The carry between chunks."""
+    """The carry between chunks: B running games and the last chunk's T step records."""
 
     games: Any  # env State [B]
     opening_moves: jax.Array  # int32 [B]: random moves the current game opens with
@@ -38,6 +49,8 @@ class SelfPlayState:
 
 @struct.dataclass
 class SelfPlayStats:
+    """One chunk's counts over its B games (scalars; per device [D] inside a mesh)."""
+
     games_finished: jax.Array  # int32 []
     first_player_wins: jax.Array  # int32 []
     second_player_wins: jax.Array  # int32 []
@@ -46,8 +59,19 @@ class SelfPlayStats:
     mean_root_value: jax.Array  # float32 [], search value at the root, mover's view
 
 
+# selfplay(variables, key, state, first_game=0) -> (state, positions [B * 2T], emit bool
+# [B * 2T], stats): `make_selfplay`'s function
+SelfPlayFn = Callable[..., tuple[SelfPlayState, Positions, jax.Array, SelfPlayStats]]
+
+
 def resolve_lengths(env: Env, config: SelfPlayConfig) -> tuple[int, int]:
     """(chunk_length, max_game_length) with the config's zeros replaced by the game's bound.
+
+    Args:
+      env: the game (its `max_game_length`, 0 when unknown); config: self-play settings.
+
+    Returns:
+      (T, L): steps per chunk and plies after which a game is truncated, T >= L.
 
     Raises:
       ValueError: if no bound is known or the chunk is shorter than the longest game.
@@ -123,8 +147,17 @@ def _empty_records(env: Env, length: int, batch: int, material: bool) -> StepRec
 
 def init_selfplay(env: Env, config: SelfPlayConfig, key: chex.PRNGKey, *,
                   material: bool = False) -> SelfPlayState:
-    """B = config.batch_size fresh games (states [B]) and an empty record of the previous
-    chunk ([T, B] per field; with `material`, as `make_selfplay`'s)."""
+    """Fresh games and an empty record of the previous chunk.
+
+    Args:
+      env: the game; config: self-play settings (B = `batch_size`, T the resolved chunk).
+      key: PRNG key for the games' starts and random openings.
+      material: whether the records carry both players' material (a run with a material head).
+
+    Returns:
+      A `SelfPlayState`: games env states [B], opening_moves int32 [B], previous a
+      `StepRecord` [T, B] of invalid records, previous_emitted bool [T, B] all False.
+    """
     chunk, _ = resolve_lengths(env, config)
     _check_random_start(env, config)
     k_init, k_open = jax.random.split(key)
@@ -157,12 +190,8 @@ def _search_each_game(search_fn, variables: Any, keys: jax.Array, games: Any,
     return jax.vmap(one)(keys, games)
 
 
-def make_selfplay(env: Env, search_fn, config: SelfPlayConfig):
-    """Returns `selfplay(variables, key, state, first_game=0) -> (state, positions, emit, stats)`.
-
-    `search_fn` is `azjax.core.search.make_search(...)`. positions: `Positions` [B * 2T], game by
-    game (each game's window of the previous and this chunk), emit bool [B * 2T] marks the
-    positions whose game ended in this chunk and that were not emitted before. Pure; jit it.
+def make_selfplay(env: Env, search_fn: Callable[..., Any], config: SelfPlayConfig) -> SelfPlayFn:
+    """Self-play of `config.batch_size` lockstep games, one chunk of T steps per call.
 
     With `config.per_game_randomness`, every random draw of game b at step t comes from
     `fold_in(key_t, first_game + b)`: a device that plays games [first_game, first_game + B) of
@@ -173,93 +202,162 @@ def make_selfplay(env: Env, search_fn, config: SelfPlayConfig):
     A state from `init_selfplay(..., material=True)` also records both players' material after
     every step (`Env.material`), and the positions carry their game's final material difference
     (`Positions.material`); the state's pytree structure decides, so it is fixed at trace time.
+
+    Args:
+      env: the game (its states batched [B]).
+      search_fn: `azjax.core.search.make_search(...)`'s function.
+      config: self-play settings; B = `batch_size`, T = the resolved `chunk_length`.
+
+    Returns:
+      `selfplay(variables, key, state, first_game=0) -> (state, positions, emit, stats)`, pure
+      (jit it): `state` a `SelfPlayState` from `init_selfplay`; positions `Positions`
+      [B * 2T], game by game (each game's window of the previous and this chunk); emit bool
+      [B * 2T], the positions whose game ended in this chunk and that were not emitted before;
+      stats the chunk's `SelfPlayStats`.
+
+    Raises:
+      ValueError: as `resolve_lengths`, or for a random start the game does not have.
     """
     chunk, max_length = resolve_lengths(env, config)
     _check_random_start(env, config)
-    batch = config.batch_size
+    return functools.partial(_play_chunk, _ChunkSetup(env, search_fn, config, chunk, max_length))
 
-    def play_step(variables, carry, key, first_game, material: bool):
-        games, opening = carry
-        if config.per_game_randomness:  # game b's keys: fold_in(key, first_game + b)
-            game_ids = first_game + jnp.arange(batch, dtype=jnp.uint32)
-            game_keys = jax.vmap(jax.random.fold_in, in_axes=(None, 0))(key, game_ids)
-            k_search, k_random, k_init, k_open = jnp.moveaxis(
-                jax.vmap(lambda k: jax.random.split(k, 4))(game_keys), 1, 0)
 
-            def search(num_simulations=None):
-                return _search_each_game(search_fn, variables, k_search, games, num_simulations)
+@dataclasses.dataclass(frozen=True)
+class _ChunkSetup:
+    """What a self-play chunk is played with, fixed when `make_selfplay` is called."""
 
-            random_action = jax.vmap(jax.random.categorical)(
-                k_random, jnp.where(games.legal_action_mask, 0.0, -jnp.inf))
-        else:  # one key per step for the whole batch (faster: one batched search)
-            k_search, k_random, k_init, k_open = jax.random.split(key, 4)
-            k_init, k_open = jax.random.split(k_init, batch), jax.random.split(k_open, batch)
+    env: Env
+    search_fn: Callable[..., Any]
+    config: SelfPlayConfig
+    chunk: int  # T: steps per chunk
+    max_length: int  # plies after which a game is truncated
 
-            def search(num_simulations=None):
-                return search_fn(variables, k_search, games, noise=True,
-                                 num_simulations=num_simulations)
 
-            random_action = jax.random.categorical(
-                k_random, jnp.where(games.legal_action_mask, 0.0, -jnp.inf))
-        random_action = random_action.astype(jnp.int32)
-        if config.full_search_prob < 1.0:  # one draw for the whole lockstep batch
-            # Its own stream: split(key, n)[0] and fold_in(key, 0) are the same key here (jax's
-            # partitionable threefry), i.e. the search's or game 0's.
-            cap_key = jax.random.fold_in(key, _PLAYOUT_CAP_STREAM)
-            full = jax.random.uniform(cap_key) < config.full_search_prob
-            out = jax.lax.cond(full, search, lambda: search(config.fast_simulations))
-            policy_target = jnp.where(full, out.policy, 0.0)  # fast steps: no policy target
-        else:
-            out = search()
-            policy_target = out.policy
-        greedy = jnp.argmax(out.policy, axis=-1).astype(jnp.int32)
-        action = jnp.where(games.step_count < config.temperature_moves, out.action, greedy)
-        in_opening = games.step_count < opening
-        action = jnp.where(in_opening, random_action, action)
+def _play_chunk(setup: _ChunkSetup, variables: Any, key: chex.PRNGKey, state: SelfPlayState,
+                first_game: jax.Array | int = 0):
+    """`make_selfplay`'s function: T lockstep steps in a `lax.scan`, then the positions whose
+    games ended, each once, and the chunk's stats."""
+    keys = jax.random.split(key, setup.chunk)
+    first_game = jnp.asarray(first_game, jnp.uint32)
+    material = state.previous.material is not None
+    (games, opening), (records, root_values) = jax.lax.scan(
+        lambda carry, k: _play_step(setup, variables, carry, k, first_game, material),
+        (state.games, state.opening_moves), keys)
+    positions, emit, emitted_now = emit_positions(
+        state.previous, state.previous_emitted, records, setup.config.search_value_weight)
+    window = 2 * setup.chunk * setup.config.batch_size
+    chex.assert_shape(emit, (window,))
+    chex.assert_shape(positions.value, (window,))
+    chex.assert_shape(positions.observation, (window, *setup.env.observation_shape))
+    chex.assert_shape(positions.policy, (window, setup.env.num_actions))
+    new_state = SelfPlayState(games=games, opening_moves=opening, previous=records,
+                              previous_emitted=emitted_now)
+    return new_state, positions, emit, _chunk_stats(records, root_values)
 
-        stepped = jax.vmap(env.step)(games, action)
-        truncated = (stepped.step_count >= max_length) & ~stepped.terminated
-        done = stepped.terminated | stepped.truncated | truncated
-        record = StepRecord(
-            observation=jax.vmap(env.observe)(games),
-            policy=policy_target,
-            search_value=out.value,
-            player=games.current_player,
-            in_opening=in_opening,
-            rewards=stepped.rewards,
-            done=done,
-            truncated=truncated | stepped.truncated,
-            valid=jnp.ones((batch,), jnp.bool_),
-            material=jax.vmap(env.material)(stepped) if material else None,
-        )
-        fresh, new_opening = _fresh_games(env, config, k_init, k_open)
-        games = _select_games(done, fresh, stepped)
-        opening = jnp.where(done, new_opening, opening)
-        return (games, opening), (record, out.value)
 
-    def selfplay(variables: Any, key: chex.PRNGKey, state: SelfPlayState,
-                 first_game: jax.Array | int = 0):
-        keys = jax.random.split(key, chunk)
-        first_game = jnp.asarray(first_game, jnp.uint32)
-        (games, opening), (records, root_values) = jax.lax.scan(
-            lambda carry, k: play_step(variables, carry, k, first_game,
-                                       material=state.previous.material is not None),
-            (state.games, state.opening_moves), keys)
-        positions, emit, emitted_now = emit_positions(
-            state.previous, state.previous_emitted, records, config.search_value_weight)
-        finished = records.done
-        rewards0 = records.rewards[..., 0]
-        num_finished = jnp.sum(finished)
-        stats = SelfPlayStats(
-            games_finished=num_finished.astype(jnp.int32),
-            first_player_wins=jnp.sum(finished & (rewards0 > 0)).astype(jnp.int32),
-            second_player_wins=jnp.sum(finished & (rewards0 < 0)).astype(jnp.int32),
-            draws=jnp.sum(finished & (rewards0 == 0)).astype(jnp.int32),
-            mean_game_length=(chunk * batch) / jnp.maximum(num_finished, 1).astype(jnp.float32),
-            mean_root_value=jnp.mean(root_values),
-        )
-        new_state = SelfPlayState(games=games, opening_moves=opening, previous=records,
-                                  previous_emitted=emitted_now)
-        return new_state, positions, emit, stats
+def _chunk_stats(records: StepRecord, root_values: jax.Array) -> SelfPlayStats:
+    """The chunk's counts from its records [T, B] and root values float32 [T, B]."""
+    chex.assert_equal_shape([records.done, root_values])
+    chunk, batch = records.done.shape
+    finished = records.done
+    rewards0 = records.rewards[..., 0]
+    num_finished = jnp.sum(finished)
+    return SelfPlayStats(
+        games_finished=num_finished.astype(jnp.int32),
+        first_player_wins=jnp.sum(finished & (rewards0 > 0)).astype(jnp.int32),
+        second_player_wins=jnp.sum(finished & (rewards0 < 0)).astype(jnp.int32),
+        draws=jnp.sum(finished & (rewards0 == 0)).astype(jnp.int32),
+        mean_game_length=(chunk * batch) / jnp.maximum(num_finished, 1).astype(jnp.float32),
+        mean_root_value=jnp.mean(root_values),
+    )
 
-    return selfplay
+
+def _play_step(setup: _ChunkSetup, variables: Any, carry: tuple[Any, jax.Array],
+               key: chex.PRNGKey, first_game: jax.Array, material: bool):
+    """One lockstep step of the B games: search, pick the moves, play them, record, reset the
+    finished games. carry: (env states [B], opening moves int32 [B]); returns the new carry
+    and (the step's `StepRecord` [B], the search's root values float32 [B])."""
+    env, config = setup.env, setup.config
+    games, opening = carry
+    per_game = config.per_game_randomness
+    k_search, k_random, k_init, k_open = _step_keys(key, first_game, config.batch_size,
+                                                    per_game)
+    search = functools.partial(_search_games, setup.search_fn, variables, k_search, games,
+                               per_game)
+    out, policy_target = _search_with_playout_cap(search, key, config)
+    random_action = _random_moves(k_random, games.legal_action_mask, per_game)
+    greedy = jnp.argmax(out.policy, axis=-1).astype(jnp.int32)
+    action = jnp.where(games.step_count < config.temperature_moves, out.action, greedy)
+    in_opening = games.step_count < opening
+    action = jnp.where(in_opening, random_action, action)
+
+    stepped = jax.vmap(env.step)(games, action)
+    truncated = (stepped.step_count >= setup.max_length) & ~stepped.terminated
+    done = stepped.terminated | stepped.truncated | truncated
+    record = StepRecord(
+        observation=jax.vmap(env.observe)(games),
+        policy=policy_target,
+        search_value=out.value,
+        player=games.current_player,
+        in_opening=in_opening,
+        rewards=stepped.rewards,
+        done=done,
+        truncated=truncated | stepped.truncated,
+        valid=jnp.ones((config.batch_size,), jnp.bool_),
+        material=jax.vmap(env.material)(stepped) if material else None,
+    )
+    fresh, new_opening = _fresh_games(env, config, k_init, k_open)
+    games = _select_games(done, fresh, stepped)
+    opening = jnp.where(done, new_opening, opening)
+    return (games, opening), (record, out.value)
+
+
+def _step_keys(key: chex.PRNGKey, first_game: jax.Array, batch: int, per_game: bool):
+    """A step's keys (search, random moves, new games' init, new games' openings): with
+    `per_game`, each [B, 2] from game b's `fold_in(key, first_game + b)`; else the search's and
+    the random moves' one key [2] for the batch, the new games' [B, 2]."""
+    if per_game:  # game b's keys: fold_in(key, first_game + b)
+        game_ids = first_game + jnp.arange(batch, dtype=jnp.uint32)
+        game_keys = jax.vmap(jax.random.fold_in, in_axes=(None, 0))(key, game_ids)
+        k_search, k_random, k_init, k_open = jnp.moveaxis(
+            jax.vmap(lambda k: jax.random.split(k, 4))(game_keys), 1, 0)
+        return k_search, k_random, k_init, k_open
+    # One key per step for the whole batch (faster: one batched search).
+    k_search, k_random, k_init, k_open = jax.random.split(key, 4)
+    return k_search, k_random, jax.random.split(k_init, batch), jax.random.split(k_open, batch)
+
+
+def _search_games(search_fn: Callable[..., Any], variables: Any, k_search: jax.Array,
+                  games: Any, per_game: bool, num_simulations: int | None = None):
+    """The search of every game: game by game with its own key [B, 2] (`per_game`), or one
+    batched search from one key [2]."""
+    if per_game:
+        return _search_each_game(search_fn, variables, k_search, games, num_simulations)
+    return search_fn(variables, k_search, games, noise=True, num_simulations=num_simulations)
+
+
+def _random_moves(k_random: jax.Array, legal_action_mask: jax.Array,
+                  per_game: bool) -> jax.Array:
+    """int32 [B]: a uniformly random legal move per game, from keys [B, 2] (`per_game`) or
+    one key [2]; legal_action_mask bool [B, A]."""
+    logits = jnp.where(legal_action_mask, 0.0, -jnp.inf)
+    if per_game:
+        return jax.vmap(jax.random.categorical)(k_random, logits).astype(jnp.int32)
+    return jax.random.categorical(k_random, logits).astype(jnp.int32)
+
+
+def _search_with_playout_cap(search: Callable[..., Any], key: chex.PRNGKey,
+                             config: SelfPlayConfig):
+    """The step's search output and its policy target float32 [B, A]. With
+    `full_search_prob` < 1 one draw for the whole lockstep batch picks a full or a fast search
+    (`fast_simulations`); a fast one leaves no policy target (all zeros)."""
+    if config.full_search_prob < 1.0:
+        # Its own stream: split(key, n)[0] and fold_in(key, 0) are the same key here (jax's
+        # partitionable threefry), i.e. the search's or game 0's.
+        cap_key = jax.random.fold_in(key, _PLAYOUT_CAP_STREAM)
+        full = jax.random.uniform(cap_key) < config.full_search_prob
+        out = jax.lax.cond(full, search, lambda: search(config.fast_simulations))
+        return out, jnp.where(full, out.policy, 0.0)
+    out = search()
+    return out, out.policy

@@ -9,6 +9,7 @@ carries the game's final material the same way (its target: mine minus theirs at
 
 from __future__ import annotations
 
+import chex
 import jax
 import jax.numpy as jnp
 from flax import struct
@@ -40,6 +41,9 @@ class StepRecord:
 def value_targets(records: StepRecord) -> tuple[jax.Array, jax.Array, jax.Array]:
     """Backward scan over [T, B] records.
 
+    Args:
+      records: `StepRecord` [T, B], consecutive steps of B game slots.
+
     Returns:
       z: float32 [T, B], the game's final reward for the player to move at each position;
       finished: bool [T, B], whether that game ended within the records;
@@ -50,9 +54,18 @@ def value_targets(records: StepRecord) -> tuple[jax.Array, jax.Array, jax.Array]
 
 
 def material_targets(records: StepRecord) -> jax.Array:
-    """float32 [T, B]: the material difference (`Env.material`) at the end of each position's
-    game, from the view of the player to move there; 0 where the game has not ended within the
-    records. Needs records with `material`."""
+    """The material difference (`Env.material`) at the end of each position's game.
+
+    Args:
+      records: `StepRecord` [T, B] with `material` [T, B, 2].
+
+    Returns:
+      float32 [T, B], from the view of the player to move at each position; 0 where the game
+      has not ended within the records.
+
+    Raises:
+      ValueError: if the records carry no material.
+    """
     if records.material is None:
         raise ValueError("the step records carry no material (self-play without material=True)")
     return _final_results(records)[3]
@@ -62,6 +75,8 @@ def _final_results(records: StepRecord):
     """One backward scan carrying each slot's final rewards (and material, if recorded) from
     the step that ended its game back to the game's positions: (z, finished, known, material
     difference or None), each [T, B]."""
+    chex.assert_rank(records.player, 2)
+    chex.assert_equal_shape([records.player, records.done, records.truncated])
     batch = records.player.shape[1]
     with_material = records.material is not None
 
@@ -99,6 +114,9 @@ def emit_positions(previous: StepRecord, previous_emitted: jax.Array, current: S
       positions: Positions [B * 2T], game by game; emit: bool [B * 2T]; current_emitted:
       bool [T, B], the current records emitted now (the next call's `previous_emitted`).
     """
+    chex.assert_rank(previous.player, 2)
+    chex.assert_trees_all_equal_shapes(previous, current)
+    chex.assert_shape(previous_emitted, previous.player.shape)
     window = jax.tree.map(lambda a, b: jnp.concatenate([a, b]), previous, current)
     z, finished, known, material = _final_results(window)
     length = previous.player.shape[0]
@@ -114,4 +132,7 @@ def emit_positions(previous: StepRecord, previous_emitted: jax.Array, current: S
     # Game by game ([B, 2T] flattened): a device holding some of the games then holds a
     # contiguous block of the positions, in the order one device would emit them.
     flat = jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1).reshape(-1, *x.shape[2:]), positions)
-    return flat, jnp.swapaxes(emit, 0, 1).reshape(-1), emit[length:]
+    flat_emit = jnp.swapaxes(emit, 0, 1).reshape(-1)
+    chex.assert_shape([flat.value, flat.value_mask, flat_emit], (emit.size,))
+    chex.assert_shape(flat.policy, (emit.size, current.policy.shape[-1]))
+    return flat, flat_emit, emit[length:]
