@@ -240,6 +240,11 @@ StepFn = Callable[..., tuple[Any, dict[str, jax.Array]]]
 StateShardings = Callable[[], "RunState"]  # the run state's shardings, computed when asked
 
 
+def _every(tree: Any, sharding: Any) -> Any:
+    """`sharding` for every leaf of `tree`."""
+    return jax.tree.map(lambda _: sharding, tree)
+
+
 class Placement(abc.ABC):
     """One device layout: where the run state lives and how the learner's programs run there.
 
@@ -320,8 +325,7 @@ class OneDevice(Placement):
 
     def state_shardings(self, abstract: RunState) -> RunState:
         """Every leaf on this process's first device."""
-        one = SingleDeviceSharding(jax.local_devices()[0])
-        return jax.tree.map(lambda _: one, abstract)
+        return _every(abstract, SingleDeviceSharding(jax.local_devices()[0]))
 
     def init_state(self, init: Callable[[chex.PRNGKey], RunState], key: chex.PRNGKey,
                    state_shardings: StateShardings) -> RunState:
@@ -363,10 +367,9 @@ class _OnMesh(Placement):
     def selfplay_shardings(self, abstract: RunState) -> SelfPlayState:
         """The games [B] and step records [T, B] split on B."""
         games, steps = self.batch_split, NamedSharding(self.mesh, PartitionSpec(None, AXIS))
-        every = lambda tree, sharding: jax.tree.map(lambda _: sharding, tree)
         return SelfPlayState(
-            games=every(abstract.selfplay.games, games), opening_moves=games,
-            previous=every(abstract.selfplay.previous, steps), previous_emitted=steps)
+            games=_every(abstract.selfplay.games, games), opening_moves=games,
+            previous=_every(abstract.selfplay.previous, steps), previous_emitted=steps)
 
     def make_selfplay(self, env: Env, search_fn: Callable[..., Any],
                       config: SelfPlayConfig) -> SelfPlayFn:
@@ -392,8 +395,8 @@ class SplitGames(_OnMesh):
     def state_shardings(self, abstract: RunState) -> RunState:
         """The games and their records split (`selfplay_shardings`), the rest on the learner's
         device."""
-        one = jax.tree.map(lambda _: self.learner_device, abstract)
-        return one.replace(selfplay=self.selfplay_shardings(abstract))
+        on_learner = _every(abstract, self.learner_device)
+        return on_learner.replace(selfplay=self.selfplay_shardings(abstract))
 
     def init_state(self, init: Callable[[chex.PRNGKey], RunState], key: chex.PRNGKey,
                    state_shardings: StateShardings) -> RunState:
@@ -468,15 +471,14 @@ class FullySharded(_OnMesh):
         """Games [B] and step records [T, B] split on B, replay slots [C] split on C,
         everything else (params, optimizer, counters) replicated."""
         rep = self.replicated
-        every = lambda tree, sharding: jax.tree.map(lambda _: sharding, tree)
         return abstract.replace(
             iteration=rep,
-            train=every(abstract.train, rep),
+            train=_every(abstract.train, rep),
             selfplay=self.selfplay_shardings(abstract),
             replay=abstract.replay.replace(
-                positions=every(abstract.replay.positions, self.batch_split), next_index=rep,
+                positions=_every(abstract.replay.positions, self.batch_split), next_index=rep,
                 size=rep, total_added=rep),
-            selfplay_params=every(abstract.selfplay_params, rep),
+            selfplay_params=_every(abstract.selfplay_params, rep),
         )
 
     def init_state(self, init: Callable[[chex.PRNGKey], RunState], key: chex.PRNGKey,
