@@ -1,8 +1,9 @@
 """Random-play throughput of our envs against pgx's: steps per second of step + observe.
 
 One harness for both: ONE jitted `lax.scan` of T steps over B games in lockstep; each step draws
-one uniformly random legal action per game in-graph (`azjax.evaluation.baselines.random_legal_actions`: a
-hash per action, the largest legal one wins), steps, observes, folds the observation into a
+one uniformly random legal action per game in-graph
+(`azjax.evaluation.baselines.random_legal_actions`: a hash per action, the largest legal one
+wins), steps, observes, folds the observation into a
 checksum (so nothing is dead code) and resets finished games in place. pgx's `step` already
 computes the observation into `state.observation`, so its observe is that field.
 
