@@ -201,6 +201,12 @@ class _BackgroundPlotter:
         self._pool.shutdown(wait=True)
 
 
+def _print_line(line: str) -> None:
+    """Prints `line` above any progress bar, flushed: a log file shows it at once."""
+    tqdm.write(line)
+    sys.stdout.flush()
+
+
 class _MainProcess:
     """What only process 0 does: print, write config.yaml, snapshots, plots and the end record.
     Every other process runs the same loop with `enabled=False`, where these do nothing."""
@@ -212,8 +218,7 @@ class _MainProcess:
     def say(self, line: str) -> None:
         """Prints `line` above the progress bar (flushed: a log file shows it at once)."""
         if self.enabled:
-            tqdm.write(line)
-            sys.stdout.flush()
+            _print_line(line)
 
     def write_config(self, config: ExperimentConfig) -> None:
         """config.yaml: the config the run goes on with."""
@@ -309,8 +314,7 @@ class _Progress:
         _advance(self._bar, record["wall_s"] if _bar_counts_wall(self._config)
                  else record["iteration"])
         if self._lines:
-            tqdm.write(_progress_line(self._config, record))
-            sys.stdout.flush()
+            _print_line(_progress_line(self._config, record))
 
     def close(self) -> None:
         self._bar.close()
