@@ -1,4 +1,4 @@
-"""experiments/tour.ipynb runs top to bottom, headless, in a fresh kernel (nbclient)."""
+"""examples/tour.ipynb runs top to bottom, headless, in a fresh kernel (nbclient)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import nbformat
 from conftest import REPO_ROOT
 from nbclient import NotebookClient
 
-NOTEBOOK = REPO_ROOT / "experiments" / "tour.ipynb"
+NOTEBOOK = REPO_ROOT / "examples" / "tour.ipynb"
 
 
 def test_tour_notebook_runs_top_to_bottom(monkeypatch):
