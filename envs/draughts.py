@@ -15,7 +15,7 @@ the board; player 1 plays White, starts on 21-32 and moves up::
 Actions (170) are absolute (not relative to the mover): ids 0-97 are the simple moves `a-b`
 between diagonal neighbours, sorted by (a, b); ids 98-169 the single jumps `axb`, sorted the
 same way. So 0 = `1-5`, 1 = `1-6`, 2 = `2-6`, 23 = `9-13`, 97 = `32-28`, 98 = `1x10`,
-111 = `9x18`, 169 = `32x23` (the full table is in docs/draughts.md). A multi-jump `9x18x27` is
+111 = `9x18`, 169 = `32x23` (the full table is in docs/games/draughts.md). A multi-jump `9x18x27` is
 two actions, `9x18` then `18x27`, by the same player: `current_player` does not change while a
 capture must go on, and only the jumping piece may move. OpenSpiel's `checkers` shows the same
 board turned by 180 degrees (its player 0, "White" `o`, moves first, up from its rows 1-3):
@@ -336,7 +336,7 @@ class Draughts(Env):
 
         Why: self-play between equals rarely reaches endings with few pieces, and the agent
         drew such endings against MCTS-1000 (3 kings against 2 drawn by the counter; king
-        against king searched at -0.5: docs/draughts.md, sessions 19 and 26);
+        against king searched at -0.5: docs/results.md);
         `selfplay.random_start_prob` starts that share of games here instead.
         """
         square_bit = np.uint32(1) << np.arange(NUM_SQUARES, dtype=np.uint32)

@@ -17,7 +17,7 @@ import envs
 from azjax import Agent
 from azjax.agent import states_from_moves
 from azjax.apps.cli import app
-from azjax.evaluation.measure import _arena_bar, measure_agent
+from azjax.evaluation.measure import arena_bar, measure_agent
 from azjax.model_files import CheckpointError
 
 RUNNER = CliRunner()
@@ -115,7 +115,7 @@ def test_a_finished_arena_bar_ends_its_line_in_a_log_and_is_cleared_on_a_termina
     return; on a terminal the bar goes away."""
     err = stream()
     monkeypatch.setattr(sys, "stderr", err)
-    with _arena_bar("mcts:5", 2, True) as tick:
+    with arena_bar("mcts:5", 2, True) as tick:
         tick(2, 9)
     written = err.getvalue()
     assert written.endswith("\n" if kept else "\r"), repr(written)

@@ -130,7 +130,8 @@ def evaluate(
         help="random | greedy | mcts:N | another SPEC (repeatable)")] = None,
     oracle: Annotated[str | None, typer.Option(
         help="Score against perfect play: --oracle alone uses the game's default oracle "
-             "(tic-tac-toe: exact minimax; connect four: ../shared/oracles or $AZJAX_ORACLES); "
+             "(tic-tac-toe: exact minimax; connect four: $AZJAX_ORACLES, else Pascal Pons's test "
+             "sets packaged in azjax/data/oracles); "
              "--oracle DIR reads the oracle files in DIR")] = None,
     games: Annotated[int, typer.Option(
         min=1, help="Arena games per opponent (both colours)")] = 200,

@@ -2,7 +2,7 @@
 
 The residual MLP (`kind: resmlp`) exists for CPUs: its layers are plain matmuls, which XLA:CPU
 runs near its peak forward and backward, where the ResNet's convolution backward pass runs at a
-fraction of it (docs/tuning-connect-four.md section 1).
+fraction of it (measured in docs/results.md).
 
 Normalisation policy: stateless LayerNorm (over channels) in place of BatchNorm. The network
 then has no batch statistics, so search, training and multi-device runs see the same function
@@ -13,7 +13,7 @@ Matmul precision: `make_network(..., matmul_dtype="bfloat16")` multiplies the tr
 layers' inputs and weights in bfloat16 and accumulates in float32 (weights stay float32
 parameters, and everything between the matmuls stays float32). The heads stay float32: with
 them in bfloat16 too the shipped draughts model searching in bfloat16 scored 0.425 against
-itself in float32 over 100 games, with them in float32 0.485 (docs/draughts.md, "Session 24").
+itself in float32 over 100 games, with them in float32 0.485 (docs/results.md).
 The parameters are the same either way, so one set of weights serves a float32 training step
 and a bfloat16 search (`SearchConfig.matmul_dtype`). On a CPU with AVX512-BF16 (Zen 4) this
 ran the residual MLP's forward pass ~1.5x faster. Convolutions stay float32 (bf16 measured no

@@ -42,7 +42,7 @@ def random_legal_actions(key: jax.Array, masks: jax.Array) -> jax.Array:
 
     One hash per action and the largest legal one wins: ~12 integer operations per action,
     where a cumulative sum over the mask (then `argmax`) cost ~2.3 us per row of 170 actions
-    on this CPU and `jax.random.categorical` ~6x that (docs/draughts.md, "Throughput").
+    on this CPU and `jax.random.categorical` ~6x that (docs/games/draughts.md).
     """
     return jax.vmap(hash_choice, in_axes=(0, None, 0))(
         hash_seeds(key, masks.shape[0]), jnp.uint32(0), masks)

@@ -118,7 +118,8 @@ class Evaluator:
 
     def _load_oracle_sets(self) -> dict[str, OracleSet]:
         """The game's oracle: `eval.oracle_dir`, else azjax's own (tic-tac-toe) or the
-        default oracle folder (`$AZJAX_ORACLES` or ../shared/oracles); none for other games."""
+        default oracle folder (`$AZJAX_ORACLES`, else the Pons test sets packaged in
+        azjax/data/oracles); none for other games."""
         cfg = self.config.eval
         if not cfg.oracle or not has_oracle(self.env):
             return {}

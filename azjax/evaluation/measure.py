@@ -26,7 +26,7 @@ from azjax.evaluation.oracle import load_oracle
 from azjax.evaluation.oracle_score import error_percent, oracle_error_metrics, oracle_errors
 from azjax.evaluation.players import is_baseline, make_opponent, network_player, search_player
 
-__all__ = ["evaluate_agent", "measure_agent"]
+__all__ = ["arena_bar", "evaluate_agent", "measure_agent"]
 
 
 def measure_agent(agent: Agent, *, against: list[str], oracle: str | None, games: int,
@@ -81,7 +81,7 @@ def measure_agent(agent: Agent, *, against: list[str], oracle: str | None, games
     me = search_player(agent.search_fn, agent.params, sims)
     for name in opponents:
         opponent, opening_plies = _opponent(agent, name, opponent_simulations, metrics, emit)
-        with _arena_bar(name, games, progress) as tick:
+        with arena_bar(name, games, progress) as tick:
             result = play_arena(agent.env, me, opponent, key=key, num_games=games,
                                 opening_plies=opening_plies, progress=tick)
         metrics.update(arena_metrics(name, result))
@@ -136,7 +136,7 @@ def _opponent(agent: Agent, name: str, opponent_simulations: int | None,
 
 
 @contextlib.contextmanager
-def _arena_bar(name: str, games: int,
+def arena_bar(name: str, games: int,
                show: bool) -> Iterator[Callable[[int, int], None] | None]:
     """While open, a progress bar of one arena's finished games (with the plies played so far:
     most games end late); yields the `play_arena` progress callback that moves it, or None
