@@ -7,8 +7,8 @@ and scales the update by the config's `train.updates_per_iteration`. Self-play: 
 `--rounds` chunks after one warm-up; update steps: `--updates` of them timed back to back, after
 one warm-up call. Evaluation is not included (it runs every `eval.every_iterations`).
 
-    python experiments/bench_iteration.py                                  # draughts, connect four
-    python experiments/bench_iteration.py experiments/draughts.yaml --set selfplay.batch_size=256
+    python benchmarks/bench_iteration.py                                  # draughts, connect four
+    python benchmarks/bench_iteration.py experiments/draughts.yaml --set selfplay.batch_size=256
 """
 
 from __future__ import annotations

@@ -1,16 +1,17 @@
 """Matmul GFLOP/s in float32 and bfloat16 on this machine's XLA:CPU, and one 3x3 conv.
 
-    python experiments/bench_matmul_dtypes.py
-    XLA_FLAGS=--xla_cpu_use_onednn=true python experiments/bench_matmul_dtypes.py
+    python benchmarks/bench_matmul_dtypes.py
+    XLA_FLAGS=--xla_cpu_use_onednn=true python benchmarks/bench_matmul_dtypes.py
 
 Checks whether bf16 (AMX / AVX512-BF16 on recent Xeons and Zen 4/5) is any faster than fp32
-here (docs/tuning-connect-four.md, section 5), both as plain bf16 (bf16 out) and as bf16 operands
+here (docs/benchmarks.md), both as plain bf16 (bf16 out) and as bf16 operands
 accumulating in float32 (`preferred_element_type`, what `search.matmul_dtype: bfloat16` runs).
 Median of 10 calls per shape.
 """
 
 from __future__ import annotations
 
+import argparse
 import statistics
 import time
 
@@ -29,6 +30,7 @@ def _median_seconds(fn, *args, rounds: int = 10) -> float:
 
 
 def main() -> None:
+    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args()
     matmul = jax.jit(lambda a, b: a @ b)
     mixed = jax.jit(lambda a, b: jax.lax.dot(a, b, preferred_element_type=jnp.float32))
     conv = jax.jit(lambda x, w: jax.lax.conv_general_dilated(

@@ -8,8 +8,8 @@ load from other processes falls on all of them alike; the table shows medians an
 to one device. The two-process layout is two workers joined by `jax.distributed` on
 127.0.0.1 (gloo collectives), timed together.
 
-    python experiments/bench_scaling.py                       # connect-four config, B = 128
-    python experiments/bench_scaling.py --rounds 7 --set selfplay.batch_size=256
+    python benchmarks/bench_scaling.py                       # connect-four config, B = 128
+    python benchmarks/bench_scaling.py --rounds 7 --set selfplay.batch_size=256
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_CONFIG = Path(__file__).with_name("connect_four.yaml")
+DEFAULT_CONFIG = ROOT / "experiments" / "connect_four.yaml"
 LAYOUTS = ("1 device", "2 devices", "4 devices", "2 processes")
 
 

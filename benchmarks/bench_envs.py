@@ -10,8 +10,8 @@ computes the observation into `state.observation`, so its observe is that field.
 Every configuration is compiled and warmed up first; then the timed calls run interleaved
 (round r times every configuration once), and the table shows the median over rounds.
 
-    python experiments/bench_envs.py                       # every game, B = 1, 64, 1024
-    python experiments/bench_envs.py --games connect_four --batches 1024 --rounds 9
+    python benchmarks/bench_envs.py                       # every game, B = 1, 64, 1024
+    python benchmarks/bench_envs.py --games connect_four --batches 1024 --rounds 9
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """What a network costs on this machine: FLOPs per evaluation, inference and training rates.
 
-    python experiments/bench_networks.py [--game connect_four] [--nets resnet:32x4 resmlp:512x3]
+    python benchmarks/bench_networks.py [--game connect_four] [--nets resnet:32x4 resmlp:512x3]
                                          [--infer-batch 256] [--train-batch 512] [--rounds 5]
                                          [--matmul-dtypes float32 bfloat16]
 

@@ -17,8 +17,8 @@ jitted scan of dependent calls): the ceiling for (num_simulations + 1) evaluatio
 Both sides are compiled and warmed up first; then every round times each side once (the order
 alternates between rounds), and the table shows medians.
 
-    python experiments/bench_selfplay.py                      # config's search, B = 128, T = 42
-    python experiments/bench_selfplay.py --batch 256 --rounds 7 --simulations 32
+    python benchmarks/bench_selfplay.py                      # config's search, B = 128, T = 42
+    python benchmarks/bench_selfplay.py --batch 256 --rounds 7 --simulations 32
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from azjax.core.search import make_search, qtransform_from_name
 from azjax.core.selfplay import init_selfplay, make_selfplay, resolve_lengths
 from azjax.training.metrics import machine_description
 
-DEFAULT_CONFIG = Path(__file__).with_name("connect_four.yaml")
+DEFAULT_CONFIG = Path(__file__).resolve().parents[1] / "experiments" / "connect_four.yaml"
 PEAK_GFLOPS = 115.0  # this 2-core CPU's fp32 matmul peak, measured
 _ILLEGAL = -1e9
 

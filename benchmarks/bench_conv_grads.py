@@ -1,16 +1,17 @@
 """The 3x3 conv's forward pass and both gradients on XLA:CPU, against hand-written versions.
 
-    python experiments/bench_conv_grads.py
+    python benchmarks/bench_conv_grads.py
 
 Input gradient: XLA's own vs a forward conv of the output gradient with the flipped,
 transposed kernel. Kernel gradient: XLA's own vs a row-Toeplitz matmul
 ([N H, 3 W C]^T @ [N H, W O], then the band summed into 3x3) vs im2col patches
 ([N H W, 9 C]^T @ [N H W, O]). Each is checked against XLA's gradient, then timed: median of
-7 interleaved rounds (docs/tuning-connect-four.md, section 5).
+7 interleaved rounds (docs/benchmarks.md).
 """
 
 from __future__ import annotations
 
+import argparse
 import statistics
 import time
 
@@ -59,6 +60,7 @@ def kernel_grad_patches(x, dy, w):
 
 
 def main() -> None:
+    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args()
     methods = {"forward (XLA)": lambda x, dy, w: conv(x, w),
                "input grad XLA": input_grad_xla, "input grad flipped": input_grad_flipped,
                "kernel grad XLA": kernel_grad_xla, "kernel grad Toeplitz": kernel_grad_toeplitz,

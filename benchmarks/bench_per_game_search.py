@@ -1,7 +1,8 @@
-"""One batched mctx search over B games against B vmapped batch-1 searches (what self-play
-runs, so that each game's noise comes from its own key; docs/scaling.md).
+"""One batched search over B games against B vmapped batch-1 searches (what self-play runs
+with `selfplay.per_game_randomness: true`, so that each game's noise comes from its own key;
+docs/scaling.md).
 
-    python experiments/bench_per_game_search.py [--config experiments/connect_four.yaml]
+    python benchmarks/bench_per_game_search.py [--config experiments/connect_four.yaml]
         [--batch 256] [--rounds 5]
 
 Prints the median time per search of each, interleaved rounds, and their ratio.

@@ -1,7 +1,7 @@
 """How to run the K update steps of an iteration: a Python loop over one jitted step (what
 `azjax.core.learner.Learner` does) or one jitted `lax.scan` over the K steps.
 
-    python experiments/bench_update_steps.py [--config experiments/tic_tac_toe.yaml] [--rounds 5]
+    python benchmarks/bench_update_steps.py [--config experiments/tic_tac_toe.yaml] [--rounds 5]
 
 Fills the replay buffer with one self-play chunk, then times K updates both ways, interleaved,
 and prints the medians and their ratio.

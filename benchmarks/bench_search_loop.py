@@ -1,6 +1,6 @@
 """What a search costs per simulation: azjax's search loop against stock mctx's policies.
 
-    python experiments/bench_search_loop.py [--game connect_four] [--batch 64] [--plies 0 20]
+    python benchmarks/bench_search_loop.py [--game connect_four] [--batch 64] [--plies 0 20]
                                             [--simulations 32 512] [--algorithms gumbel puct]
                                             [--rounds 3]
 

@@ -1,8 +1,7 @@
 """FLOPs per network evaluation and parameters of each config's network (search never runs the
 material head, so it is left out of the FLOPs but counted in the parameters).
 
-    python experiments/count_flops.py experiments/draughts_material.yaml \
-        experiments/draughts_tactics.yaml
+    python benchmarks/count_flops.py experiments/connect_four.yaml experiments/draughts.yaml
 """
 
 from __future__ import annotations
