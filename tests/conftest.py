@@ -9,7 +9,7 @@ import jax
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-ORACLES = Path(os.environ.get("AZJAX_ORACLES", REPO_ROOT.parent / "shared" / "oracles"))
+ORACLES = Path(os.environ.get("AZJAX_ORACLES", REPO_ROOT / "azjax" / "data" / "oracles"))
 
 jax.config.update("jax_compilation_cache_dir", str(REPO_ROOT / ".jax_cache"))
 jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)

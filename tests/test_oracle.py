@@ -26,7 +26,7 @@ TTT = envs.make("tic_tac_toe")
 C4_DIR = ORACLES / "connect4"
 TTT_FILE = ORACLES / "tictactoe" / "positions.jsonl"
 
-# The README's table: set, name, "random move hits preserving".
+# Set, name, and the chance that a uniformly random legal move preserves the result.
 C4_SETS = {
     "Test_L3_R1": ("End-Easy", 0.689),
     "Test_L2_R1": ("Middle-Easy", 0.714),
@@ -218,3 +218,22 @@ def test_sets_scored_as_one_batch_count_what_each_counts_alone():
     assert metrics["eval/oracle/raw_error"] == 5.0
     assert metrics["eval/oracle/search_error"] == 15.0
     assert "eval/oracle/set/a/raw" not in oracle_error_metrics({"a": 1.0}, {"a": 2.0})
+
+
+def test_the_labels_ship_inside_a_built_wheel(tmp_path):
+    """A pip install carries the oracle files (package data), so `--oracle` works anywhere."""
+    import subprocess
+    import sys
+    import zipfile
+
+    from conftest import REPO_ROOT
+
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
+                    "-q", "-w", str(tmp_path), str(REPO_ROOT)], check=True,
+                   capture_output=True)
+    (wheel,) = tmp_path.glob("azjax-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    expected = {f"azjax/data/oracles/connect4/{name}.jsonl" for name in C4_SETS}
+    expected |= {"azjax/data/oracles/tictactoe/positions.jsonl", "azjax/data/oracles/README.md",
+                 "azjax/models/connect_four/params.msgpack", "azjax/apps/static/index.html"}
+    assert expected <= names, sorted(expected - names)

@@ -1,8 +1,9 @@
 """Perfect-play oracles: positions labelled with the moves that keep the game-theoretic result.
 
 - Tic-tac-toe: solved here by exact minimax over every reachable position (`solve_tic_tac_toe`).
-- Connect four: Pascal Pons's six benchmark sets, read from ``Test_L*_R*.jsonl`` files (format:
-  ``shared/oracles/connect4/README.md``; ``moves`` are 1-based column digits there).
+- Connect four: Pascal Pons's six benchmark sets, read from ``Test_L*_R*.jsonl`` files shipped
+  in the package (format: ``azjax/data/oracles/README.md``; ``moves`` are 1-based column digits
+  there).
 
 A move is an *error* when it is not *preserving*: another legal move has a strictly better
 win / draw / loss value (AlphaZero.jl's error rate). Shape legend: B batch, P positions,
@@ -29,6 +30,7 @@ from envs.core import Env, GameState, tree_select
 
 __all__ = [
     "DEFAULT_ORACLE_ROOT",
+    "PACKAGED_ORACLES",
     "has_oracle",
     "in_set_order",
     "set_titles",
@@ -44,12 +46,11 @@ __all__ = [
     "wrong_moves",
 ]
 
-DEFAULT_ORACLE_ROOT = Path(
-    os.environ.get(
-        "AZJAX_ORACLES", Path(__file__).resolve().parents[2].parent / "shared" / "oracles"
-    )
-)
-"""`load_oracle`'s default: ``$AZJAX_ORACLES``, else ``<repo>/../shared/oracles``."""
+PACKAGED_ORACLES = Path(__file__).resolve().parents[1] / "data" / "oracles"
+"""The perfect-play labels installed with azjax (package data)."""
+
+DEFAULT_ORACLE_ROOT = Path(os.environ.get("AZJAX_ORACLES", PACKAGED_ORACLES))
+"""`load_oracle`'s default: ``$AZJAX_ORACLES``, else the packaged labels."""
 
 
 class OracleFormatError(ValueError):
@@ -172,7 +173,7 @@ def _ttt_to_move(board: tuple[int, ...]) -> int:
 def _ttt_solve(board: tuple[int, ...]) -> tuple[int, tuple[int | None, ...]]:
     """(score, child_scores) of a live position, for the player to move.
 
-    Scores as in ``shared/oracles/tictactoe/README.md``: a win with the winner's k-th stone
+    Scores as in ``azjax/data/oracles/README.md``: a win with the winner's k-th stone
     scores 6 - k, a draw 0, a loss the negative; a move's child score is seen by its mover.
     """
     player = _ttt_to_move(board)
