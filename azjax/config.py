@@ -5,6 +5,9 @@ Frozen dataclasses are hashable, so a config (or any part of it) can be a static
 unknown keys and wrong types naming the offending key. A file may start from another with
 `base: other.yaml` (a path relative to the file) and list only what it changes; sections merge
 key by key, lists and scalars replace. Runs save the resolved config, never the `base:` key.
+
+The string under each field is its meaning, ending with `Valid: ...` where the validation below
+limits it; `python tools/config_reference.py` builds docs/config-reference.md from them.
 """
 
 from __future__ import annotations
@@ -48,175 +51,303 @@ class ConfigError(ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class NetworkConfig:
+    """The policy-value network: its kind and sizes (`azjax.core.network`)."""
+
     kind: Literal["resnet", "resmlp", "mlp"] = "resnet"
-    channels: int = 32  # resnet: channels of the stem and every block
-    blocks: int = 4  # resnet, resmlp: residual blocks
-    width: int = 512  # resmlp: width of the stem and every block
-    # resmlp: 3x3 conv layers (LayerNorm, ReLU; `stem_channels` each) over the board before
-    # the MLP, for local patterns the MLP would learn square by square; 0 = none
+    """The trunk: `resnet` (AlphaZero's tower of 3x3-conv residual blocks), `resmlp` (residual
+    blocks of dense layers over the flattened board; plain matmuls, fast on CPUs) or `mlp`
+    (plain dense layers)."""
+    channels: int = 32
+    """resnet: channels of the stem and of every residual block. Valid: > 0."""
+    blocks: int = 4
+    """resnet, resmlp: the number of residual blocks. Valid: >= 0."""
+    width: int = 512
+    """resmlp: width of the stem's dense layer and of every block. Valid: > 0."""
     stem_layers: int = 0
+    """resmlp: 3x3 conv layers (LayerNorm, ReLU) over the board before the dense layers, for
+    local patterns the MLP would otherwise learn square by square; 0 = none. Valid: >= 0."""
     stem_channels: int = 32
-    hidden: tuple[int, ...] = (128, 128)  # mlp: hidden layer widths
-    policy_channels: int = 2  # resnet policy head's 1x1 conv
-    value_channels: int = 1  # resnet value head's 1x1 conv
-    value_hidden: int = 64  # resnet, resmlp: the value head's dense layer
-    # resnet heads: normalise each 1x1-conv channel over the board before its ReLU. Without it a
-    # 1-channel value head can die (its conv negative on every cell: constant value, no
-    # gradient), which stalled a connect-four run for 20+ iterations (docs/tuning-connect-four.md).
+    """resmlp: channels of each stem conv layer. Valid: > 0."""
+    hidden: tuple[int, ...] = (128, 128)
+    """mlp: the hidden layers' widths, in order. Valid: a list of positive integers."""
+    policy_channels: int = 2
+    """resnet: channels of the policy head's 1x1 conv. Valid: >= 1."""
+    value_channels: int = 1
+    """resnet: channels of the value head's 1x1 conv. Valid: >= 1."""
+    value_hidden: int = 64
+    """resnet, resmlp: width of the value head's dense layer (and of the material head's, for
+    every kind). Valid: >= 1."""
     head_norm: bool = True
-    # A third head, trained only (search never reads it): the game's final material difference
-    # from the mover's view (`Env.material`), an auxiliary target that carries signal in drawn
-    # games too, where the value target is 0. Weighted by `train.material_loss_weight`.
+    """resnet: normalises each head's 1x1-conv channels over the board before their ReLU.
+    Without it a 1-channel value head can die (its conv negative on every cell: a constant
+    value, no gradient). Configs saved before this key existed load with false."""
     material_head: bool = False
+    """Adds a third head, trained only: the game's final material difference from the mover's
+    view (`Env.material`), an auxiliary target that carries signal in drawn games too, where
+    the value target is 0. Weighted by train.material_loss_weight; the search reads it only
+    through search.material_utility. Valid: true only for a game that counts material
+    (draughts)."""
 
 
 @dataclasses.dataclass(frozen=True)
 class SearchConfig:
-    """One-to-one with mctx's arguments (`muzero_policy` / `gumbel_muzero_policy`)."""
+    """The tree search of self-play, evaluation and play: mctx's `gumbel_muzero_policy` or
+    `muzero_policy` and their arguments, plus azjax's own options around them."""
 
     algorithm: Literal["gumbel", "puct"] = "gumbel"
+    """`gumbel` (Gumbel MuZero: sequential halving over sampled root moves) or `puct`
+    (AlphaZero's PUCT, with Dirichlet noise at the root in self-play)."""
     num_simulations: int = 16
-    # puct (muzero_policy)
+    """Simulations per move in self-play, and at evaluation and play unless
+    eval.num_simulations names another count. Valid: >= 1."""
     pb_c_init: float = 1.25
+    """puct: c_init, the base weight of the exploration term. Valid: > 0."""
     pb_c_base: float = 19652.0
+    """puct: c_base; the exploration weight grows by log((N + c_base + 1) / c_base) with the
+    parent's visit count N. Valid: > 0."""
     dirichlet_alpha: float = 0.3
+    """puct: concentration of the Dirichlet noise mixed into the root prior in self-play.
+    Valid: > 0."""
     dirichlet_fraction: float = 0.25
-    # gumbel (gumbel_muzero_policy)
+    """puct: the noise's share of the root prior in self-play (evaluation and play search
+    without noise). Valid: in [0, 1]."""
     max_num_considered_actions: int = 16
+    """gumbel: how many root moves (the best by prior logit plus Gumbel noise) sequential
+    halving starts from. Valid: >= 1."""
     gumbel_scale: float = 1.0
-    # both; `completed_by_mix_value` is gumbel's usual choice, `by_parent_and_siblings` puct's
+    """gumbel: scale of the Gumbel noise on the root logits in self-play (evaluation and play
+    always use 0). Valid: >= 0."""
     qtransform: Literal["completed_by_mix_value", "by_parent_and_siblings", "by_min_max"] = (
         "completed_by_mix_value"
     )
-    # Not an mctx argument: the tree the search (and self-play) walks. True plays every
-    # position with a single legal action at once (`envs.forced`), so tree nodes and self-play
-    # positions are decisions only; draughts' forced captures and hops then cost no simulation.
+    """How the tree's Q-values are transformed for selection: `completed_by_mix_value` is
+    gumbel's usual choice, `by_parent_and_siblings` puct's, `by_min_max` rescales by the game's
+    value range [-1, 1]."""
     play_forced_moves: bool = False
-    # Not an mctx argument: the precision of the search's network evaluations. "bfloat16"
-    # multiplies the trunk's dense layers in bfloat16, accumulating in float32, heads in float32
-    # (`azjax.core.network`): ~1.5x faster forward passes on a CPU with AVX512-BF16. Training
-    # always runs in float32.
+    """Plays every position with a single legal move at once (`envs.forced`), so tree nodes
+    and self-play positions are decisions only; draughts' forced captures and hops then cost
+    no simulation."""
     matmul_dtype: Literal["float32", "bfloat16"] = "float32"
-    # Not an mctx argument: draw aversion for play against weaker opponents. The search scores
-    # a draw as -contempt for the player to move at its root (+contempt for the other), at
-    # finished games and, with 1 - |v| as the draw share, at the network's values
-    # (`azjax.core.search`). 0 = the zero-sum game as trained.
+    """Precision of the search's network evaluations: `bfloat16` multiplies the trunk's dense
+    layers in bfloat16, accumulating in float32, heads in float32 (`azjax.core.network`):
+    ~1.5x faster forward passes on a CPU with AVX512-BF16. Training always runs in float32."""
     contempt: float = 0.0
-    # Not an mctx argument: KataGo's score utility, with draughts' material as the score. The
-    # search maximises outcome + material_utility x the final material difference (mover's
-    # side, a side's starting material = 1): finished games score it exactly, the network's
-    # values add the material head's prediction of it. Breaks the ties between lines the value
-    # head calls equal in favour of keeping more material. Needs network.material_head; 0 = the
-    # game as trained.
+    """Draw aversion for play against weaker opponents: the search scores a draw as -contempt
+    for the player to move at its root (+contempt for the other), at finished games and, with
+    1 - |v| as the draw share, at the network's values (`azjax.core.search`). 0 = the zero-sum
+    game as trained. Valid: in [0, 1)."""
     material_utility: float = 0.0
-    # Not an mctx argument: evaluate every position the search reaches in each of the game's
-    # symmetric copies (`Env.symmetries`) and average them: the mean value (and material), the
-    # mean policy mapped back onto the position's actions. The same network, less of its
-    # noise, for S times the network's work per evaluation (`azjax.core.search`).
+    """KataGo's score utility, with material as the score: the search maximises outcome +
+    material_utility x the final material difference (mover's side, a side's starting
+    material = 1), exact at finished games, the material head's prediction elsewhere. Breaks
+    ties between lines the value head calls equal in favour of keeping material; 0 = the game
+    as trained. Valid: in [0, 1]; above 0 only with network.material_head."""
     symmetry_average: bool = False
-    # Not an mctx argument: how gumbel picks the move of a search without noise (evaluation
-    # and play; self-play keeps its own rule). "policy": the argmax of the improved
-    # policy (mctx's action_weights, the policy target) over every legal move. "halving": mctx's
-    # own action at gumbel_scale 0, the best by prior logit + transformed Q among the most
-    # visited moves, i.e. sequential halving's survivor, as Gumbel MuZero plays; a move dropped
-    # early, whose Q rests on few visits, cannot then be chosen. Puct plays the most visited
-    # move either way.
+    """Evaluates every position the search reaches in each of the game's symmetric copies
+    (`Env.symmetries`) and averages them: value and material, and the policy mapped back onto
+    the position's moves. The same network with less of its noise, for S times the network's
+    work per evaluation."""
     greedy_action: Literal["policy", "halving"] = "policy"
-    # Not an mctx argument: the search divides the network's policy logits by this at every
-    # node it expands (root included), i.e. searches with the prior p^(1/T), renormalised. T > 1
-    # spreads the visits over moves the network rates unlikely (Leela Chess plays with ~1.6),
-    # so a reply the policy missed (a sacrifice leading to a multi-jump) still gets searched.
-    # 1 = the network's own prior, as trained.
+    """gumbel: how a search without noise (evaluation and play) picks its move. `policy`: the
+    argmax of the improved policy (the policy target) over every legal move. `halving`:
+    sequential halving's survivor (mctx's own action at gumbel_scale 0), as Gumbel MuZero
+    plays; a move dropped early, whose Q rests on few visits, cannot then be chosen. Puct plays
+    the most visited move either way. Valid: `halving` only with algorithm `gumbel`."""
     prior_temperature: float = 1.0
+    """Divides the network's policy logits by T at every node the search expands (root
+    included): it searches with the prior p^(1/T), renormalised. T > 1 spreads the visits over
+    moves the network rates unlikely (Leela Chess plays with ~1.6), so a reply the policy
+    missed still gets searched; 1 = the network's own prior. Valid: > 0."""
 
 
 @dataclasses.dataclass(frozen=True)
 class SelfPlayConfig:
-    batch_size: int = 256  # games played in lockstep
-    chunk_length: int = 0  # steps per iteration; 0 = max_game_length
-    max_game_length: int = 0  # longer games are truncated (no value target); 0 = the game's bound
-    temperature_moves: int = 0  # moves sampled from the search policy; later moves are greedy
-    random_opening_prob: float = 0.0  # share of games that open with random moves
-    random_opening_max_moves: int = 0  # such a game opens with 1..max uniform random moves
-    # Share of games that start from the game's random start positions instead of its initial
-    # one (draughts: random endings, `Draughts.random_start`), with no random opening moves.
+    """Self-play: the games each iteration plays in lockstep and the targets they give."""
+
+    batch_size: int = 256
+    """Games played in lockstep, one batched search per step. Valid: >= 1."""
+    chunk_length: int = 0
+    """Self-play steps per iteration; games still running carry over to the next iteration.
+    0 = the max game length. Valid: 0, or at least the max game length (checked when
+    training starts)."""
+    max_game_length: int = 0
+    """Plies after which a game is truncated (a truncated game gives no value target); 0 = the
+    game's own bound. Valid: >= 0; a game without a known bound needs one (checked when
+    training starts)."""
+    temperature_moves: int = 0
+    """The first N plies of each game play the search's sampled move; later plies play the
+    argmax of the search policy. Valid: >= 0."""
+    random_opening_prob: float = 0.0
+    """Share of games that open with uniformly random moves (random_opening_max_moves).
+    Valid: in [0, 1]; above 0 needs random_opening_max_moves >= 1."""
+    random_opening_max_moves: int = 0
+    """A game with a random opening plays 1..N random legal moves first, N drawn uniformly.
+    Valid: >= 0; >= 1 when random_opening_prob > 0."""
     random_start_prob: float = 0.0
-    symmetries: bool = True  # augment training samples with a random symmetry of the game
-    search_value_weight: float = 0.0  # value target (1 - w) * outcome + w * root search value
-    # Playout-cap randomisation (KataGo): at each step, all games search with the full
-    # search.num_simulations with this probability, else with fast_simulations; fast steps
-    # give no policy target (only their games' outcomes count). 1.0 = always full.
+    """Share of games that start from the game's random start positions instead of its initial
+    one (draughts: random endings, `Draughts.random_start`), with no random opening moves.
+    Valid: in [0, 1]."""
+    symmetries: bool = True
+    """Augments every training sample with a random symmetry of the game (`Env.symmetries`)
+    when a batch is drawn."""
+    search_value_weight: float = 0.0
+    """The value target: (1 - w) x the game's outcome + w x the root search value.
+    Valid: in [0, 1]."""
     full_search_prob: float = 1.0
+    """Playout-cap randomisation (KataGo): at each step all games search with the full
+    search.num_simulations with this probability, else with fast_simulations; fast steps give
+    no policy target (only their games' outcomes count). 1 = always full. Valid: in (0, 1];
+    below 1 needs fast_simulations."""
     fast_simulations: int = 0
-    # Each game draws its randomness from its own index and is searched alone (a vmap of
-    # batch-1 searches): the games, and so the whole run, are then the same on any number of
-    # devices. Off by default: on this CPU it made a connect-four self-play chunk 0.80x as fast
-    # (experiments/bench_selfplay.py). Off, device d of D uses the key fold_in(key, d).
+    """Simulations of a fast step (full_search_prob < 1). Valid: in [1, search.num_simulations)
+    when full_search_prob < 1; unused otherwise."""
     per_game_randomness: bool = False
+    """Each game draws its randomness from its own index and is searched alone (a vmap of
+    batch-1 searches): the games, and so the whole run, are then the same on any number of
+    devices. Off (faster, docs/scaling.md), device d of D uses the key fold_in(key, d)."""
 
 
 @dataclasses.dataclass(frozen=True)
 class ReplayConfig:
-    capacity: int = 100_000  # positions the buffer holds (allocated up front)
-    window_start: int = 0  # sample from the newest positions only; 0 = the whole capacity
-    window_growth: int = 0  # the window grows by this many positions per iteration
+    """The replay buffer self-play fills and training samples from."""
+
+    capacity: int = 100_000
+    """Positions the buffer holds (allocated up front; the newest replace the oldest).
+    Valid: >= train.batch_size."""
+    window_start: int = 0
+    """Training samples from the newest N positions only; 0 = the whole capacity.
+    Valid: >= 0."""
+    window_growth: int = 0
+    """With window_start > 0, the window grows by this many positions per iteration, up to the
+    capacity. Valid: >= 0."""
 
 
 @dataclasses.dataclass(frozen=True)
 class TrainConfig:
+    """Training: the update steps after each self-play chunk, the optimizer and the loss."""
+
     batch_size: int = 256
+    """Positions per update step, drawn uniformly (with replacement) from the replay window.
+    Valid: >= 1."""
     updates_per_iteration: int = 8
-    # Update steps per compiled call (a `lax.scan`); 1 = one call per step, the programs of
-    # runs before session 31. Must divide updates_per_iteration.
+    """Update steps after each iteration's self-play chunk. Valid: >= 0."""
     updates_per_call: int = 1
+    """Update steps per compiled call (a `lax.scan`); 1 = one call per step. A grouping only:
+    the same batches and the same parameters, to float rounding. Valid: >= 1 and divides
+    train.updates_per_iteration."""
     optimizer: Literal["sgd", "adam"] = "adam"
+    """`adam`, or `sgd` with Nesterov momentum (train.momentum)."""
     learning_rate: float = 1e-3
+    """The (peak) learning rate. Valid: > 0."""
     lr_schedule: Literal["constant", "cosine", "warmup_cosine"] = "constant"
-    lr_decay_steps: int = 10_000  # schedule length in update steps
-    lr_floor: float = 0.01  # the cosines end at lr_floor * learning_rate and stay there
+    """`constant`; `cosine`: from learning_rate down to lr_floor x learning_rate over
+    lr_decay_steps; `warmup_cosine`: a linear rise from 0 over warmup_steps, then the
+    cosine."""
+    lr_decay_steps: int = 10_000
+    """Length of the cosine schedules in update steps (warm-up included). Valid: >= 1 with a
+    decaying lr_schedule."""
+    lr_floor: float = 0.01
+    """The cosines end at lr_floor x learning_rate and stay there. Valid: in [0, 1]."""
     warmup_steps: int = 0
-    momentum: float = 0.9  # sgd only
-    weight_decay: float = 1e-4  # L2 on kernels, through optax
+    """warmup_cosine: update steps of the linear warm-up. Valid: >= 0."""
+    momentum: float = 0.9
+    """sgd: the momentum. Valid: in [0, 1)."""
+    weight_decay: float = 1e-4
+    """L2 weight decay on the kernels (not on biases or norms), through optax. Valid: >= 0."""
     value_loss_weight: float = 1.0
-    material_loss_weight: float = 0.5  # the material head's MSE, when network.material_head
-    max_grad_norm: float = 0.0  # 0 = no clipping
-    min_replay_size: int = 0  # no updates until the buffer holds this many positions
+    """Weight of the value loss (mean squared error) against the policy's cross-entropy.
+    Valid: >= 0."""
+    material_loss_weight: float = 0.5
+    """Weight of the material head's mean squared error, with network.material_head.
+    Valid: >= 0; > 0 with network.material_head."""
+    max_grad_norm: float = 0.0
+    """Clips the gradient to this global norm; 0 = no clipping. Valid: >= 0."""
+    min_replay_size: int = 0
+    """No update steps until the buffer holds this many positions (and at least one).
+    Valid: in [0, replay.capacity]."""
 
 
 @dataclasses.dataclass(frozen=True)
 class EvalConfig:
+    """Evaluation during training: scores against the game's perfect-play oracle, arenas
+    against baseline players, and AlphaGo Zero's gating."""
+
     every_iterations: int = 10
-    oracle: bool = True  # score raw network and search against the game's oracle, if any
-    oracle_dir: str = ""  # directory of oracle files; "" = the game's default (if any)
-    oracle_positions: int = 0  # score the first N positions of each oracle set; 0 = all
-    arena_games: int = 200  # games against each opponent below (both colours)
-    arena_every: int = 1  # arenas at every N-th evaluation (and whenever the oracle bar is met)
+    """Evaluates (and snapshots the params) every N iterations, and at the run's last
+    iteration. Valid: >= 1."""
+    oracle: bool = True
+    """Scores the raw network and the search against the game's perfect-play oracle, for the
+    games that have one (tic-tac-toe, connect four)."""
+    oracle_dir: str = ""
+    """Folder of the oracle files; "" = the game's default (azjax's own tic-tac-toe table,
+    else `$AZJAX_ORACLES`, else the sets packaged in azjax/data/oracles). Valid: "" or a folder
+    holding the game's oracle files (checked when training starts)."""
+    oracle_positions: int = 0
+    """Scores only the first N positions of each oracle set; 0 = all. Valid: >= 0."""
+    arena_games: int = 200
+    """Games against each opponent in an arena, half of them with each colour. Valid: even
+    and >= 2."""
+    arena_every: int = 1
+    """Plays the arenas at every N-th evaluation (counted from the untrained network at
+    iteration 0), whenever the oracle bar is met, and at the run's last evaluation.
+    Valid: >= 1."""
     opponents: tuple[str, ...] = ("random", "greedy")
-    num_simulations: int = 0  # search simulations at evaluation; 0 = search.num_simulations
-    gating: bool = False  # AlphaGo Zero's gating: self-play uses the best params so far...
-    gating_games: int = 100  # ...replaced at an evaluation when the new params score
-    gating_threshold: float = 0.55  # at least this against them over this many games
+    """The arenas' opponents: `random` (uniform legal moves), `greedy` (wins at once if it
+    can, else avoids moves that let the opponent win next) and `mcts:N` (plain UCT with random
+    rollouts, N simulations). Valid: a list of `random`, `greedy` and `mcts:N` with N >= 1."""
+    num_simulations: int = 0
+    """Search simulations at evaluation, and a run's default for play and export;
+    0 = search.num_simulations. Valid: >= 0."""
+    gating: bool = False
+    """AlphaGo Zero's gating: self-play uses the best params so far, replaced at an evaluation
+    only when the newly trained params score at least gating_threshold against them over
+    gating_games games."""
+    gating_games: int = 100
+    """Games of each gating match, both colours. Valid: >= 2."""
+    gating_threshold: float = 0.55
+    """The score the new params need against the best ones to replace them in self-play.
+    Valid: in [0, 1]."""
 
 
 @dataclasses.dataclass(frozen=True)
 class BudgetConfig:
-    max_iterations: int = 0  # 0 = unlimited
-    # 0 = unlimited; counts across resumed segments. An iteration starts only when one costing
-    # what the last did (training and evaluation) still ends inside it.
+    """When a run stops (Ctrl-C or SIGTERM also stop it, with a checkpoint)."""
+
+    max_iterations: int = 0
+    """Stops after this many iterations in all (a resumed run counts on from its checkpoint);
+    0 = unlimited. Valid: >= 0."""
     max_wall_s: float = 0.0
-    stop_when_perfect: bool = False  # stop at the first evaluation meeting the perfect-play bar
+    """Stops after this many seconds, summed across resumed segments; 0 = unlimited. An
+    iteration starts only when one costing what the last did (training and evaluation) still
+    ends inside it. Valid: >= 0."""
+    stop_when_perfect: bool = False
+    """Stops at the first evaluation that meets the perfect-play bar: the search makes no
+    oracle error, the raw network at most 1%, and no arena game is lost (games with an
+    oracle)."""
 
 
 @dataclasses.dataclass(frozen=True)
 class CheckpointConfig:
+    """How often the run state is saved, for resuming."""
+
     every_iterations: int = 10
+    """Saves the whole run state (params, optimizer, games in flight, replay buffer, random
+    keys) every N iterations, and when the run stops. Valid: >= 1."""
     keep: int = 3
+    """How many of the newest checkpoints are kept. Valid: >= 1."""
 
 
 @dataclasses.dataclass(frozen=True)
 class ExperimentConfig:
+    """A whole experiment: the game, the seed, and one section per part of the pipeline."""
+
     game: str = "tic_tac_toe"
+    """The game to learn. Valid: `tic_tac_toe`, `connect_four`, `draughts`,
+    `draughts_tactics` (draughts with 11 observation planes instead of 7), or `pgx:<id>` for
+    a pgx game (needs the pgx package); a game added with `envs.register` by its id."""
     seed: int = 0
+    """The root random key of the run: the initial parameters, self-play and evaluation all
+    draw from it."""
     network: NetworkConfig = NetworkConfig()
     search: SearchConfig = SearchConfig()
     selfplay: SelfPlayConfig = SelfPlayConfig()
