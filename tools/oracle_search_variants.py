@@ -1,6 +1,6 @@
 """A model's oracle error under other play-time searches than the one it ships with.
 
-    python experiments/oracle_search_variants.py MODEL [--sets Test_L3_R1 ...]
+    python tools/oracle_search_variants.py MODEL [--sets Test_L3_R1 ...]
         [--simulations 512] [--variants gumbel puct:by_parent_and_siblings puct:by_min_max]
         [--positions N] [--details N]
 
