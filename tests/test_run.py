@@ -473,8 +473,9 @@ def test_the_wall_seconds_bar_closes_when_the_last_iteration_overshoots_the_budg
 
 
 def test_progress_off_a_terminal_is_plain_lines_not_bar_frames(tmp_path, capsys):
-    """`azjax train ... > log 2>&1`: a line per iteration and the evaluation summaries, no
-    carriage-return frames of a bar (pytest's captured streams are not terminals)."""
+    """`azjax train ... > log 2>&1`: plain progress lines (the first and the last iteration at
+    least) and the evaluation summaries, no carriage-return frames of a bar (pytest's captured
+    streams are not terminals)."""
     train(_with_budget(CONFIG, 2), tmp_path, show_progress=True)
     captured = capsys.readouterr()
     assert "\r" not in captured.out + captured.err
@@ -497,3 +498,20 @@ def test_an_iteration_starts_only_when_one_like_the_last_fits_the_wall_budget():
     iterations = dataclasses.replace(CONFIG, budget=BudgetConfig(max_iterations=3))
     assert _budget_left(iterations, 2, 1e9, next_cost_s=1e9)  # no wall budget to spend
     assert not _budget_left(iterations, 3, 0.0)
+
+
+def test_plain_progress_lines_come_every_few_seconds_with_rate_eta_and_loss(capsys):
+    from azjax.training.loop import _Progress
+
+    config = dataclasses.replace(CONFIG, budget=BudgetConfig(max_iterations=10))
+    progress = _Progress(config, 2, 8.0, enabled=True, line_every_s=3600)
+    for iteration in range(3, 8):  # 2 s per iteration
+        progress.advance({"iteration": iteration, "wall_s": 8.0 + 2 * (iteration - 2),
+                          "positions_per_s": 1234.4, "loss": 0.5})
+    progress.close()
+    lines = capsys.readouterr().out.splitlines()
+    # The first line at once, then none for an hour; close() prints the last iteration's.
+    assert lines == [
+        "train tic_tac_toe: iteration 3/10, wall 10s, ETA 14s, 1,234 positions/s, loss 0.500",
+        "train tic_tac_toe: iteration 7/10, wall 18s, ETA 6s, 1,234 positions/s, loss 0.500",
+    ]

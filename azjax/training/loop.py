@@ -284,25 +284,59 @@ def _shows_a_bar(stream: Any) -> bool:
     return bool(isatty is not None and isatty())
 
 
-def _progress_line(config: ExperimentConfig, record: dict[str, Any]) -> str:
-    """One iteration's progress as a plain line, in place of the bar off a terminal."""
+PROGRESS_LINE_EVERY_S = 10.0
+"""Off a terminal, the seconds between two plain progress lines (the last one always prints)."""
+
+
+def _duration(seconds: float) -> str:
+    """`seconds` as `1h02m`, `3m05s` or `42s`."""
+    seconds = max(0, round(seconds))
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
+
+
+def _eta_s(config: ExperimentConfig, record: dict[str, Any], start: tuple[int, float]
+           ) -> float | None:
+    """Seconds of `wall_s` left until the budget is spent, at this segment's pace so far;
+    None before the pace is known."""
     budget = config.budget
+    done, spent = record["iteration"] - start[0], record["wall_s"] - start[1]
+    left = []
+    if budget.max_wall_s:
+        left.append(budget.max_wall_s - record["wall_s"])
+    if budget.max_iterations and done > 0 and spent > 0:
+        left.append((budget.max_iterations - record["iteration"]) * spent / done)
+    return min(left) if left else None
+
+
+def _progress_line(config: ExperimentConfig, record: dict[str, Any],
+                   start: tuple[int, float]) -> str:
+    """Iteration `record`'s progress as one plain line (rate, ETA, loss), in place of the bar
+    off a terminal; `start` is (iteration, wall_s) where this segment of the run began."""
+    budget, eta = config.budget, _eta_s(config, record, start)
     return (f"train {config.game}: iteration {record['iteration']}"
             + (f"/{budget.max_iterations}" if budget.max_iterations else "")
-            + f", wall {record['wall_s']:.0f}"
-            + (f"/{budget.max_wall_s:.0f}" if budget.max_wall_s else "")
-            + f" s, {record['positions_per_s']:.0f} positions/s, "
+            + f", wall {_duration(record['wall_s'])}"
+            + (f" of {_duration(budget.max_wall_s)}" if budget.max_wall_s else "")
+            + (f", ETA {_duration(eta)}" if eta is not None else "")
+            + f", {record['positions_per_s']:,.0f} positions/s, "
             f"loss {record.get('loss', float('nan')):.3f}")
 
 
 class _Progress:
-    """The training's progress: a tqdm bar on a terminal, else a plain line per iteration."""
+    """The training's progress: a tqdm bar on a terminal, else a plain line every
+    `PROGRESS_LINE_EVERY_S` seconds and at the end."""
 
     def __init__(self, config: ExperimentConfig, iteration: int, wall_s: float, *,
-                 enabled: bool):
+                 enabled: bool, line_every_s: float = PROGRESS_LINE_EVERY_S):
         on_terminal = _shows_a_bar(sys.stderr)  # where tqdm draws
         self._config = config
         self._lines = enabled and not on_terminal
+        self._start = (iteration, wall_s)
+        self._line_every_s = line_every_s
+        self._last_line_at: float | None = None
+        self._unprinted: dict[str, Any] | None = None
         self._bar = _progress_bar(config, iteration, wall_s, enabled=enabled and on_terminal,
                                   desc=f"train {config.game}")
 
@@ -314,10 +348,20 @@ class _Progress:
         _advance(self._bar, record["wall_s"] if _bar_counts_wall(self._config)
                  else record["iteration"])
         if self._lines:
-            _print_line(_progress_line(self._config, record))
+            self._unprinted = record
+            now = time.monotonic()
+            if self._last_line_at is None or now - self._last_line_at >= self._line_every_s:
+                self._print_line(now)
+
+    def _print_line(self, now: float) -> None:
+        _print_line(_progress_line(self._config, self._unprinted, self._start))
+        self._last_line_at, self._unprinted = now, None
 
     def close(self) -> None:
+        """Closes the bar, or prints the last iteration's line if it is still unprinted."""
         self._bar.close()
+        if self._unprinted is not None:
+            self._print_line(time.monotonic())
 
 
 class _StopRequests:
