@@ -62,6 +62,7 @@ def export_model(run_dir: str | Path, snapshot: str | None, to: str | Path, *,
                   else _snapshot_dir(run_dir, snapshot))
         params, config, meta = load_model(source)
     _check_target(run_dir, to)
+    trained = config
     if search_overrides:
         config = with_search_overrides(config, search_overrides)
     if num_simulations is not None and num_simulations < 1:
@@ -82,6 +83,7 @@ def export_model(run_dir: str | Path, snapshot: str | None, to: str | Path, *,
         "source": str(source),
         **({"averaged_snapshots": sorted(average)} if average else {}),
         "time_to_perfect_s": _time_to_perfect(run_dir, meta),
+        "resume_changes": _resume_changes(run_dir, meta),
     }
     if evaluate is not None:
         # Measured from a staging copy: `to` (e.g. a shipped model) is replaced only once the
@@ -96,8 +98,10 @@ def export_model(run_dir: str | Path, snapshot: str | None, to: str | Path, *,
         if (earlier or {}).get("eval/measured_at") != "export":  # re-exports keep the run's
             extra["training_eval"] = earlier
         extra["eval"] = {"eval/measured_at": "export", **metrics}
+    card = _card(config, extra, storage_dtype, trained=trained, run_dir=run_dir,
+                 spec=_model_spec(to, config.game))
     return save_model(to, params, config, extra, storage_dtype=storage_dtype,
-                      text_files={"MODEL_CARD.md": _card(config, extra, storage_dtype)})
+                      text_files={"MODEL_CARD.md": card})
 
 
 def _snapshot_dir(run_dir: Path, iteration: int | str) -> Path:
@@ -153,35 +157,75 @@ def _time_to_perfect(run_dir: Path, meta: dict[str, Any]) -> float | None:
     return reached if reached is not None and reached <= meta.get("wall_s", 0.0) else None
 
 
-def _card(config, extra: dict, storage_dtype: str = "float32") -> str:
-    net = config.network
+def _resume_changes(run_dir: Path, meta: dict[str, Any]) -> list[dict[str, Any]]:
+    """The config changes the run took when it resumed, up to the snapshot's iteration:
+    [{"iteration", "changes"}] from metrics.jsonl's `resume` records (a re-export keeps the
+    ones its model recorded)."""
+    if "resume_changes" in meta:
+        return meta["resume_changes"]
+    iteration = meta.get("iteration") or 0
+    return [{"iteration": r["iteration"], "changes": list(r["config_changed"])}
+            for r in read_metrics(run_dir / "metrics.jsonl")
+            if r.get("event") == "resume" and r.get("config_changed")
+            and r.get("iteration", 0) <= iteration]
+
+
+def _model_spec(to: Path, game: str) -> str:
+    """How `azjax eval` / `azjax play` / `Agent.load` name the model: its game id where it is
+    the shipped model of that game, else its directory."""
+    from azjax.agent import MODELS_DIR
+
+    return game if to.resolve() == (MODELS_DIR / game).resolve() else str(to)
+
+
+def _card(config, extra: dict, storage_dtype: str = "float32", *, trained=None,
+          run_dir: Path | None = None, spec: str = "MODEL_DIR") -> str:
+    """MODEL_CARD.md: what the model is, its results and how to reproduce them, how it was
+    trained, its limits, and how to load and play it."""
+    evaluation = dict(extra.get("eval") or {})
+    lines = [f"# azjax model: {config.game}", "", *_what_it_is(config, extra, storage_dtype), ""]
+    lines += _results(config, extra, evaluation)
+    lines += _reproduce(config, extra, spec)
+    lines += _training(trained or config, extra, run_dir)
+    lines += _limits(config, extra)
+    lines += _load_and_play(config, spec)
+    return "\n".join(lines) + "\n"
+
+
+def _network_shape(net) -> str:
     shape = {"mlp": f"MLP {list(net.hidden)}",
              "resmlp": f"residual MLP {net.blocks} blocks x {net.width} units" + (
                  f" after {net.stem_layers} 3x3 conv layers x {net.stem_channels} channels"
                  if net.stem_layers else ""),
              "resnet": f"ResNet {net.blocks} blocks x {net.channels} channels"}[net.kind]
+    return shape
+
+
+def _what_it_is(config, extra: dict, storage_dtype: str) -> list[str]:
+    net, search = config.network, config.search
+    shape = _network_shape(net)
     if net.material_head:
         shape += (" (+ a material head, trained as an auxiliary target; "
-                  + (f"the search adds {config.search.material_utility} x its prediction)"
-                     if config.search.material_utility else "play does not read it)"))
+                  + (f"the search adds {search.material_utility} x its prediction)"
+                     if search.material_utility else "play does not read it)"))
     lines = [
-        f"# azjax model: {config.game}",
+        f"An AlphaZero-style agent for {config.game}, trained by azjax from self-play alone: "
+        "a policy-and-value network that guides a tree search.",
         "",
         f"- network: {shape}, {extra['num_params']:,} parameters stored as {storage_dtype}",
-        f"- search: {config.search.algorithm}, {extra['num_simulations']} simulations by default"
-        + (f", contempt {config.search.contempt} (draws scored against it)"
-           if config.search.contempt else "")
-        + (f", material utility {config.search.material_utility} (outcome + that x the final"
-           " material difference)" if config.search.material_utility else "")
+        f"- search: {search.algorithm}, {extra['num_simulations']} simulations by default"
+        + (f", contempt {search.contempt} (draws scored against it)" if search.contempt else "")
+        + (f", material utility {search.material_utility} (outcome + that x the final"
+           " material difference)" if search.material_utility else "")
         + (", each evaluation averaged over the game's symmetric copies"
-           if config.search.symmetry_average else "")
+           if search.symmetry_average else "")
         + (", greedy move: sequential halving's survivor"
-           if config.search.greedy_action == "halving" else "")
-        + (f", prior temperature {config.search.prior_temperature}"
-           if config.search.prior_temperature != 1.0 else ""),
+           if search.greedy_action == "halving" else "")
+        + (f", prior temperature {search.prior_temperature}"
+           if search.prior_temperature != 1.0 else ""),
         f"- trained: iteration {extra.get('iteration')}, wall_s {extra.get('wall_s', 0):.1f}, "
         f"{extra.get('positions')} self-play positions searched with "
-        f"{config.search.num_simulations} simulations each "
+        f"{search.num_simulations} simulations each "
         f"({extra['training_simulations']:,} simulations), seed {config.seed}",
         f"- machine: {extra['machine']}",
     ]
@@ -189,12 +233,14 @@ def _card(config, extra: dict, storage_dtype: str = "float32") -> str:
         lines.append("- weights: the mean of snapshots "
                      + ", ".join(str(i) for i in extra["averaged_snapshots"])
                      + " (stochastic weight averaging)")
-    lines.append("")
-    evaluation = dict(extra.get("eval") or {})
+    return lines
+
+
+def _results(config, extra: dict, evaluation: dict) -> list[str]:
     measured_at = evaluation.pop("eval/measured_at", "training")
     source = ("measured at export" if measured_at == "export"
               else "from the training run, at the snapshot")
-    lines += [f"## Evaluation ({source})", ""]
+    lines = [f"## Results ({source})", ""]
     sets = sorted({k.split("/")[3] for k in evaluation if k.startswith("eval/oracle/set/")})
     if sets:
         from azjax.evaluation.oracle import in_set_order, set_titles
@@ -215,4 +261,120 @@ def _card(config, extra: dict, storage_dtype: str = "float32") -> str:
         lines.append(f"Not evaluated: {extra['stopped_by']} stopped the run after this "
                      "iteration, between evaluations. `azjax export --against SPEC` (or "
                      "`--oracle`) measures it.")
-    return "\n".join(lines) + "\n"
+    return [*lines, ""]
+
+
+def _arena_games(evaluation: dict) -> dict[str, int]:
+    """{opponent: games} of the arenas in `evaluation` (wins + draws + losses)."""
+    games: dict[str, int] = {}
+    for key in evaluation:
+        parts = key.split("/")
+        if len(parts) == 3 and parts[1].startswith("vs_") and parts[2] == "wins":
+            prefix = "/".join(parts[:2])
+            games[parts[1][3:]] = sum(int(evaluation.get(f"{prefix}/{k}", 0))
+                                      for k in ("wins", "draws", "losses"))
+    return games
+
+
+def _reproduce(config, extra: dict, spec: str) -> list[str]:
+    """The `azjax eval` commands that measure the results again."""
+    evaluation = extra.get("eval") or {}
+    at_export = evaluation.get("eval/measured_at") == "export"
+    commands = []
+    if any(k.startswith("eval/oracle/") for k in evaluation):
+        commands.append(f"azjax eval {spec} --oracle")
+    by_games: dict[int, list[str]] = {}
+    for opponent, count in _arena_games(evaluation).items():
+        by_games.setdefault(count, []).append(opponent)
+    devices = int(evaluation.get("eval/arena_devices", 1) or 1)
+    prefix = (f"XLA_FLAGS=--xla_force_host_platform_device_count={devices} "
+              if devices > 1 else "")
+    for count, opponents in sorted(by_games.items()):
+        against = " ".join(f"--against {o}" for o in sorted(opponents))
+        commands.append(f"{prefix}azjax eval {spec} {against} --games {count}")
+    if not commands:
+        return ["## Reproduce", "", f"No figures to reproduce: `azjax eval {spec} --against "
+                "random` (or `--oracle` for a game with one) measures the model.", ""]
+    lines = ["## Reproduce", "", "```bash", *commands, "```", ""]
+    if at_export:
+        lines.append(f"They search with the model's default {extra['num_simulations']} "
+                     "simulations and seed 0, as the export does by default; oracle scores are "
+                     "deterministic, arena scores repeat on the same device count"
+                     + (f" ({devices})" if devices > 1 else "") + ".")
+    else:
+        lines.append("The figures are the training run's own evaluation (its config's "
+                     "`eval` section); these commands measure the same quantities on the "
+                     "exported model, the arenas with other random draws.")
+    return [*lines, ""]
+
+
+def _changed_keys(config) -> dict[str, Any]:
+    """The config's keys that differ from azjax's defaults, `game` and `seed` always."""
+    from azjax.config import config_from_dict, config_to_dict
+
+    values = config_to_dict(config)
+    defaults = config_to_dict(config_from_dict({"game": config.game}))
+    out: dict[str, Any] = {"game": values["game"], "seed": values["seed"]}
+    for section, fields in values.items():
+        if isinstance(fields, dict):
+            changed = {k: v for k, v in fields.items() if defaults[section].get(k) != v}
+            if changed:
+                out[section] = changed
+    return out
+
+
+def _training(config, extra: dict, run_dir: Path | None) -> list[str]:
+    import yaml
+
+    recipe = yaml.safe_dump(_changed_keys(config), sort_keys=False).strip().splitlines()
+    lines = ["## Training", "",
+             "The recipe: the run's config, its keys that differ from azjax's defaults "
+             "(model.json holds every key). Saved as `recipe.yaml`, `azjax train recipe.yaml` "
+             "trains it from scratch"
+             + (f"; the run itself was `azjax train {run_dir}/config.yaml --run-dir {run_dir}`"
+                if run_dir is not None and (run_dir / "config.yaml").is_file() else "") + ".",
+             "", "```yaml", *recipe, "```", ""]
+    changes = extra.get("resume_changes") or []
+    if changes:
+        lines.append("The run changed its config when it resumed (the recipe above is the "
+                     "config it ended with):")
+        lines += [f"- at iteration {c['iteration']}: " + "; ".join(c["changes"])
+                  for c in changes]
+        lines += ["", "To follow its schedule, run the first segment with the saved values "
+                  "(`--set KEY=VALUE`, `--set budget.max_iterations=N`) and resume with the "
+                  "recipe."]
+    lines.append(f"This model is iteration {extra.get('iteration')}; to repeat the run on "
+                 f"another machine, count iterations (`--set budget.max_iterations="
+                 f"{extra.get('iteration')}`) rather than wall_s, which depends on the machine.")
+    return [*lines, ""]
+
+
+def _limits(config, extra: dict) -> list[str]:
+    evaluation = extra.get("eval") or {}
+    lines = ["## Limits", "",
+             f"- The results hold at {extra['num_simulations']} simulations per move. Fewer "
+             "search less deep: `azjax play --simulations N`, `Agent.act(..., "
+             "num_simulations=N)` and the web app's strengths (`azjax serve`, its own fixed "
+             "simulation counts) play at other strengths than this card's."]
+    if not any(k.startswith("eval/oracle/") for k in evaluation):
+        lines.append("- Measured against baselines only, not against perfect play.")
+    if "eval/oracle/raw_error" in evaluation:
+        lines.append(f"- Without search (the raw network, `num_simulations=0`) it errs more: "
+                     f"{evaluation['eval/oracle/raw_error']:.2f}% of the oracle's positions "
+                     "against "
+                     f"{evaluation.get('eval/oracle/search_error', float('nan')):.2f}% with it.")
+    lines.append(f"- Measured on {extra['machine']}; another backend or device count can flip "
+                 "a near-tie between moves, and with it a position or a game.")
+    return [*lines, ""]
+
+
+def _load_and_play(config, spec: str) -> list[str]:
+    return ["## Load and play", "", "```python", "import jax", "import azjax",
+            "from azjax.agent import states_from_moves", "",
+            f'agent = azjax.Agent.load("{spec}")',
+            "states = states_from_moves(agent.env, [[]])  # the start; or a list of moves",
+            "move = agent.act(jax.random.PRNGKey(0), states)  # at the default simulations",
+            "print(agent.env.action_to_str(int(move[0])))", "```", "", "```bash",
+            f"azjax play {spec}          # in the terminal",
+            f"azjax eval {spec} --against greedy",
+            "```"]
