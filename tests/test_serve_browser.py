@@ -1,8 +1,8 @@
 """End to end in headless Chromium (Debian's `chromium`, driven by Playwright, no browser
 download), against the page `azjax serve` ships, which knows no game: a whole connect-four game
-played by clicking (its screenshot goes to $AZJAX_SCREENSHOT when set, e.g.
-docs/serve-connect-four.png, else to the test's temporary folder), a draughts move by two
-clicks and a tic-tac-toe move by one."""
+against the shipped model, played by clicking, at the strengths `azjax serve` offers (its
+screenshot is the docs' picture of the app), a draughts move by two clicks and a tic-tac-toe
+move by one."""
 
 from __future__ import annotations
 
@@ -17,7 +17,9 @@ import numpy as np
 import pytest
 
 import envs
+from azjax.apps.serve import SIMULATIONS
 
+OPENING = (3, 2, 4)  # the human's first columns (0-based), before the picture
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync"]
@@ -50,38 +52,75 @@ def _turn_done(page, history_length: int) -> None:
         arg=history_length, timeout=120_000)
 
 
-def test_a_whole_connect_four_game_by_clicking(play_server, tmp_path):
+def _click_column(page, column: int) -> None:
+    """Clicks `column` if it is legal (a column's cells are enabled only then), else the first
+    legal one."""
+    wanted = f"#board button.cell[data-col='{column}']:not([disabled])"
+    page.locator(wanted if page.locator(wanted).count()
+                 else "#board button.cell:not([disabled])").first.click()
+
+
+def _check_strengths(page, service) -> None:
+    """The page offers the strengths `azjax serve` configures, its default selected."""
+    assert service.simulations == SIMULATIONS
+    options = page.locator("#strength option")
+    assert options.evaluate_all("os => os.map(o => o.value)") == [str(n) for n in SIMULATIONS]
+    assert options.all_inner_texts() == [
+        f"{label} ({n} simulations)" for label, n in zip(("easy", "medium", "hard"), SIMULATIONS,
+                                                          strict=True)]
+    assert page.input_value("#strength") == str(service.default_simulations)
+
+
+def test_a_whole_connect_four_game_against_the_shipped_model_by_clicking(tmp_path):
+    """The service `azjax serve` runs, its shipped connect-four model at the default strength:
+    the picture (to $AZJAX_SCREENSHOT when set, e.g. docs/images/serve-connect-four.png, else
+    to the test's temporary folder) shows the position after the human's first moves; the game
+    is then played out and the page's result checked."""
+    from play_server import PlayServer
+
+    from azjax.apps.serve import serve_service
+    from azjax.apps.turns import model_label
+
     # A test run leaves the checkout as it was: the docs' picture is written only on request.
     screenshot = Path(os.environ.get("AZJAX_SCREENSHOT") or tmp_path / "serve-connect-four.png")
     env = envs.make("connect_four")
+    service = serve_service()
+    assert not service.agents["connect_four"].meta.get("untrained")
+    server = PlayServer(service)
     replies = []
-    with _page(viewport={"width": 980, "height": 620}) as page:
-        page.on("response", lambda r: replies.append((r.request.post_data, r.json()))
-                if r.url.endswith("/api/move") else None)
-        page.goto(play_server.url + "/?game=connect_four")
-        assert "untrained" in page.inner_text("#model").lower()
-        _turn_done(page, 0)
-        clicks = 0
-        while not page.get_attribute("#status", "data-result"):
-            # The human walks round the columns (3, 6, 2, 5, ...), skipping full ones: a
-            # column's cells are enabled only when it is legal.
-            wanted = f"#board button.cell[data-col='{(3 * clicks + 3) % 7}']:not([disabled])"
-            page.locator(wanted if page.locator(wanted).count()
-                         else "#board button.cell:not([disabled])").first.click()
-            clicks += 1
-            _turn_done(page, 2 * clicks)
-            assert clicks <= 21
-        result = page.get_attribute("#status", "data-result")
-        status = page.inner_text("#status")
-        history = page.locator("#history li").all_inner_texts()
-        stones = page.locator("#board .piece.p0, #board .piece.p1").count()
-        screenshot.parent.mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(screenshot))
+    try:
+        with _page(viewport={"width": 980, "height": 620}) as page:
+            page.on("response", lambda r: replies.append((r.request.post_data, r.json()))
+                    if r.url.endswith("/api/move") else None)
+            page.goto(server.url + "/?game=connect_four")
+            _turn_done(page, 0)
+            assert model_label(service.agents["connect_four"]) in page.inner_text("#model")
+            _check_strengths(page, service)
+            clicks = 0
+            while not page.get_attribute("#status", "data-result"):
+                # A few natural first moves for the picture, then the human walks round the
+                # columns (3, 6, 2, 5, ...), skipping full ones.
+                _click_column(page, OPENING[clicks] if clicks < len(OPENING)
+                              else (3 * clicks + 3) % 7)
+                clicks += 1
+                _turn_done(page, 2 * clicks)
+                if clicks == len(OPENING):
+                    screenshot.parent.mkdir(parents=True, exist_ok=True)
+                    page.mouse.move(0, 0)  # no hovered cell in the picture
+                    page.screenshot(path=str(screenshot))
+                assert clicks <= 21
+            result = page.get_attribute("#status", "data-result")
+            status = page.inner_text("#status")
+            history = page.locator("#history li").all_inner_texts()
+            stones = page.locator("#board .piece.p0, #board .piece.p1").count()
+    finally:
+        server.stop()
 
-    # Every AI reply was a legal whole turn for the position the page sent.
+    # Every AI reply was a legal whole turn for the position the page sent, at the default.
     assert replies and all(len(answer["ai_moves"]) == 1 for _, answer in replies)
     for sent, answer in replies:
         request = json.loads(sent)
+        assert request["simulations"] == service.default_simulations
         state = envs.play_moves(env, request["moves"])
         assert np.asarray(state.legal_action_mask)[answer["move"]], (request, answer)
     # The page shows the game the server played: every move, and the true result.

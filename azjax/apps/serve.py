@@ -33,7 +33,8 @@ from azjax.agent import Agent
 from azjax.apps.turns import ai_turn, is_done, load_play_agent, model_label
 from envs.core import Env, positions_along, winner_of
 
-__all__ = ["GAMES", "SIMULATIONS", "ApiError", "GameService", "create_app", "run_server"]
+__all__ = ["GAMES", "SIMULATIONS", "ApiError", "GameService", "create_app", "run_server",
+           "serve_service"]
 
 GAMES = ("tic_tac_toe", "connect_four", "draughts")
 SIMULATIONS = (16, 64, 256)  # the strengths offered: "easy", "medium", "hard"
@@ -243,16 +244,21 @@ def create_app(service: GameService):
     ])
 
 
+def serve_service(games: tuple[str, ...] = GAMES) -> GameService:
+    """The service `azjax serve` runs: each game's agent (shipped model, else an untrained
+    network) at the strengths `SIMULATIONS`, the middle one by default. `games`: registered
+    game ids (any game registered with `envs.register` is served the same way)."""
+    return GameService({game: load_play_agent(game) for game in games})
+
+
 def run_server(*, host: str = "127.0.0.1", port: int = 8000, warm: bool = False,
                games: tuple[str, ...] = GAMES) -> None:
-    """Loads each game's agent (shipped model, else an untrained network) and serves. `games`:
-    registered game ids (any game registered with `envs.register` is served the same way)."""
+    """Serves `serve_service(games)` on `host`:`port`."""
     import uvicorn
 
-    agents = {game: load_play_agent(game) for game in games}
-    for game, agent in agents.items():
+    service = serve_service(games)
+    for game, agent in service.agents.items():
         print(f"{game}: {model_label(agent)}", flush=True)
-    service = GameService(agents)
     if warm:
         print("compiling the searches...", flush=True)
         service.warm()
