@@ -67,24 +67,7 @@ def export_model(run_dir: str | Path, snapshot: str | None, to: str | Path, *,
         config = with_search_overrides(config, search_overrides)
     if num_simulations is not None and num_simulations < 1:
         raise ValueError(f"num_simulations must be >= 1, got {num_simulations}")
-    extra = {
-        **{k: v for k, v in meta.items() if k not in ("format_version", "game", "config")},
-        "num_simulations": num_simulations or default_simulations(config),
-        "search": {"algorithm": config.search.algorithm, "contempt": config.search.contempt,
-                   "material_utility": config.search.material_utility,
-                   "symmetry_average": config.search.symmetry_average,
-                   "greedy_action": config.search.greedy_action,
-                   "prior_temperature": config.search.prior_temperature},
-        "seed": config.seed,
-        "num_params": sum(int(leaf.size) for leaf in jax.tree.leaves(params)),
-        # Self-play searches: one per position, each with the training search's simulations.
-        "training_simulations": int(meta.get("positions") or 0) * config.search.num_simulations,
-        "machine": machine_description(),
-        "source": str(source),
-        **({"averaged_snapshots": sorted(average)} if average else {}),
-        "time_to_perfect_s": _time_to_perfect(run_dir, meta),
-        "resume_changes": _resume_changes(run_dir, meta),
-    }
+    extra = _provenance(run_dir, source, params, config, meta, num_simulations, average)
     if evaluate is not None:
         # Measured from a staging copy: `to` (e.g. a shipped model) is replaced only once the
         # evaluation has succeeded.
@@ -102,6 +85,30 @@ def export_model(run_dir: str | Path, snapshot: str | None, to: str | Path, *,
                  spec=_model_spec(to, config.game))
     return save_model(to, params, config, extra, storage_dtype=storage_dtype,
                       text_files={"MODEL_CARD.md": card})
+
+
+def _provenance(run_dir: Path, source: Path, params: Any, config, meta: dict[str, Any],
+                num_simulations: int | None, average: list[int] | None) -> dict[str, Any]:
+    """model.json's entries beside the config: the snapshot's own, the search defaults, where
+    and from what the model was trained."""
+    return {
+        **{k: v for k, v in meta.items() if k not in ("format_version", "game", "config")},
+        "num_simulations": num_simulations or default_simulations(config),
+        "search": {"algorithm": config.search.algorithm, "contempt": config.search.contempt,
+                   "material_utility": config.search.material_utility,
+                   "symmetry_average": config.search.symmetry_average,
+                   "greedy_action": config.search.greedy_action,
+                   "prior_temperature": config.search.prior_temperature},
+        "seed": config.seed,
+        "num_params": sum(int(leaf.size) for leaf in jax.tree.leaves(params)),
+        # Self-play searches: one per position, each with the training search's simulations.
+        "training_simulations": int(meta.get("positions") or 0) * config.search.num_simulations,
+        "machine": machine_description(),
+        "source": str(source),
+        **({"averaged_snapshots": sorted(average)} if average else {}),
+        "time_to_perfect_s": _time_to_perfect(run_dir, meta),
+        "resume_changes": _resume_changes(run_dir, meta),
+    }
 
 
 def _snapshot_dir(run_dir: Path, iteration: int | str) -> Path:
