@@ -1,4 +1,4 @@
-"""The exact king-ending table of experiments/draughts_ending_values.py: its moves and values
+"""The exact king-ending table of tools/draughts_ending_values.py: its moves and values
 against the plain-Python reference rules, its backward solve against a direct minimax, known
 values, and the env positions it hands the networks."""
 
@@ -18,7 +18,7 @@ from reference_draughts import SQUARE_OF, RefDraughts
 import envs
 
 _SPEC = importlib.util.spec_from_file_location(
-    "draughts_ending_values", REPO_ROOT / "experiments" / "draughts_ending_values.py")
+    "draughts_ending_values", REPO_ROOT / "tools" / "draughts_ending_values.py")
 endings = importlib.util.module_from_spec(_SPEC)
 _SPEC.loader.exec_module(endings)
 WIN, DRAW, LOSS = endings.WIN, endings.DRAW, endings.LOSS
@@ -88,7 +88,7 @@ def test_backward_solve_matches_a_direct_minimax():
 
 def test_known_king_endings():
     tables = endings.solve(((2, 1),))
-    # Session 42's traced loss: White's king on 17 against Black's on 10, White to move.
+    # A traced game's lost ending: White's king on 17 against Black's on 10, White to move.
     assert tables[(1, 1)][(frozenset({16}), frozenset({9}))] == LOSS
     # A king in the double corner (1/5) cannot be caught by one king: drawn.
     assert tables[(1, 1)][(frozenset({0}), frozenset({17}))] == DRAW
