@@ -81,7 +81,7 @@ def test_connect_four_sets(c4_sets):
         assert (oracle_set.name, oracle_set.title) == (name, title)
         assert oracle_set.num_positions == 1000
         assert oracle_set.preserving.shape == (1000, 7)
-        # The labels reproduce the README's column (rounded to 3 digits).
+        # The labels reproduce each set's random-move rate above (rounded to 3 digits).
         assert oracle_set.random_error_rate() == pytest.approx(1 - hit_rate, abs=6e-4), name
         # 1-based digits in the file: the first position's move count is its stone count.
         lengths = np.array([len(m) for m in oracle_set.moves])

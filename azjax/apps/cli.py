@@ -293,7 +293,8 @@ def serve(
         help="Compile every game's search at every strength before serving (else each "
              "compiles at its first request)")] = False,
 ) -> None:
-    """A local web app to play every game in the browser (and its JSON API, see README)."""
+    """A local web app to play every game in the browser, and its JSON API
+    (docs/play-and-serve.md)."""
     from azjax.apps.serve import run_server
 
     try:
