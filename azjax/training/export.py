@@ -294,19 +294,22 @@ def _reproduce(config, extra: dict, spec: str) -> list[str]:
     for opponent, count in _arena_games(evaluation).items():
         by_games.setdefault(count, []).append(opponent)
     devices = int(evaluation.get("eval/arena_devices", 1) or 1)
+    on_cpu = "(cpu)" in str(extra.get("machine", ""))  # forced host devices, as measured
     prefix = (f"XLA_FLAGS=--xla_force_host_platform_device_count={devices} "
-              if devices > 1 else "")
-    for count, opponents in sorted(by_games.items()):
-        against = " ".join(f"--against {o}" for o in sorted(opponents))
+              if devices > 1 and on_cpu else "")
+    for count, opponents in by_games.items():
+        against = " ".join(f"--against {o}" for o in opponents)  # in the order played
         commands.append(f"{prefix}azjax eval {spec} {against} --games {count}")
     if not commands:
         return ["## Reproduce", "", f"No figures to reproduce: `azjax eval {spec} --against "
                 "random` (or `--oracle` for a game with one) measures the model.", ""]
     lines = ["## Reproduce", "", "```bash", *commands, "```", ""]
     if at_export:
+        oracle = any(k.startswith("eval/oracle/") for k in evaluation)
         lines.append(f"They search with the model's default {extra['num_simulations']} "
-                     "simulations and seed 0, as the export does by default; oracle scores are "
-                     "deterministic, arena scores repeat on the same device count"
+                     "simulations and seed 0, as the export does by default; "
+                     + ("oracle scores are deterministic, " if oracle else "")
+                     + "arena scores repeat on the same device count"
                      + (f" ({devices})" if devices > 1 else "") + ".")
     else:
         lines.append("The figures are the training run's own evaluation (its config's "
