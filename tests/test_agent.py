@@ -108,18 +108,21 @@ class _Terminal(io.StringIO):
         return True
 
 
-@pytest.mark.parametrize("stream, kept", [(io.StringIO, True), (_Terminal, False)])
-def test_a_finished_arena_bar_ends_its_line_in_a_log_and_is_cleared_on_a_terminal(
-        monkeypatch, stream, kept):
-    """`azjax eval 2>&1 | tee log` must not glue the result line to the bar's last carriage
-    return; on a terminal the bar goes away."""
-    err = stream()
-    monkeypatch.setattr(sys, "stderr", err)
-    with arena_bar("mcts:5", 2, True) as tick:
-        tick(2, 9)
-    written = err.getvalue()
-    assert written.endswith("\n" if kept else "\r"), repr(written)
-    assert ("2/2" in written.split("\r")[-1]) == kept, repr(written)
+def test_an_arena_shows_a_bar_on_a_terminal_and_plain_lines_in_a_log(monkeypatch):
+    """`azjax eval 2>&1 | tee log` gets plain lines (the first tick and the last game), no
+    carriage-return frames; on a terminal the finished bar is cleared."""
+    for stream in (io.StringIO, _Terminal):
+        err = stream()
+        monkeypatch.setattr(sys, "stderr", err)
+        with arena_bar("mcts:5", 4, True) as tick:
+            tick(1, 3)
+            tick(2, 5)  # within the line interval: not printed
+            tick(4, 9)
+        written = err.getvalue()
+        if stream is _Terminal:
+            assert written.endswith("\r") and "4/4" not in written.split("\r")[-1], repr(written)
+        else:
+            assert written == "vs mcts:5: 1/4 games, ply 3\nvs mcts:5: 4/4 games, ply 9\n"
 
 
 def test_cli_eval_names_the_simulations_of_an_agent_opponent(tiny_run):

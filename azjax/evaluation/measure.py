@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,7 @@ from azjax.evaluation.oracle import load_oracle
 from azjax.evaluation.oracle_score import error_percent, oracle_error_metrics, oracle_errors
 from azjax.evaluation.players import is_baseline, make_opponent, network_player, search_player
 
-__all__ = ["arena_bar", "evaluate_agent", "measure_agent"]
+__all__ = ["PROGRESS_LINE_EVERY_S", "arena_bar", "evaluate_agent", "measure_agent", "shows_a_bar"]
 
 
 def measure_agent(agent: Agent, *, against: list[str], oracle: str | None, games: int,
@@ -135,20 +136,48 @@ def _opponent(agent: Agent, name: str, opponent_simulations: int | None,
     return search_player(other.search_fn, other.params, other_sims), PAIRED_OPENING_PLIES
 
 
+PROGRESS_LINE_EVERY_S = 10.0
+"""Off a terminal, the seconds between two plain progress lines (the last one always prints)."""
+
+
+def shows_a_bar(stream: Any) -> bool:
+    """Whether a progress bar belongs on `stream`: a terminal or a notebook (tqdm.auto's widget).
+    A file or a pipe (`azjax train ... > log 2>&1`) would keep every carriage-return frame."""
+    from tqdm.auto import tqdm
+
+    if any(cls.__module__ == "tqdm.notebook" for cls in tqdm.__mro__):
+        return True
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty is not None and isatty())
+
+
 @contextlib.contextmanager
 def arena_bar(name: str, games: int,
-               show: bool) -> Iterator[Callable[[int, int], None] | None]:
-    """While open, a progress bar of one arena's finished games (with the plies played so far:
-    most games end late); yields the `play_arena` progress callback that moves it, or None
+              show: bool) -> Iterator[Callable[[int, int], None] | None]:
+    """While open, the progress of one arena's finished games (with the plies played so far:
+    most games end late): a bar on a terminal, else a plain line every `PROGRESS_LINE_EVERY_S`
+    seconds and when the last game ends. Yields the `play_arena` progress callback, or None
     when not `show`."""
     if not show:
         yield None
         return
+    if not shows_a_bar(sys.stderr):
+        last_line_at: list[float] = []
+
+        def say(finished: int, plies: int) -> None:
+            now = time.monotonic()
+            if finished == games or not last_line_at or now - last_line_at[0] >= (
+                    PROGRESS_LINE_EVERY_S):
+                print(f"vs {name}: {finished}/{games} games, ply {plies}", file=sys.stderr,
+                      flush=True)
+                last_line_at[:] = [now]
+
+        yield say
+        return
     from tqdm.auto import tqdm
 
-    # On a terminal the finished bar is cleared; in a log it stays on its own line, so that the
-    # result printed next starts a line of its own (not after the bar's last carriage return).
-    with tqdm(total=games, desc=f"vs {name}", unit="game", leave=not sys.stderr.isatty(),
+    # The finished bar is cleared, so the result printed next starts a line of its own.
+    with tqdm(total=games, desc=f"vs {name}", unit="game", leave=False,
               mininterval=1.0) as bar:
         def tick(finished: int, plies: int) -> None:
             bar.set_postfix_str(f"ply {plies}", refresh=False)

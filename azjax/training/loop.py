@@ -48,6 +48,7 @@ from azjax.config import (
 )
 from azjax.core.learner import Learner, RunState
 from azjax.core.placement import local_copy, make_mesh, mesh_description, updates_on_one_device
+from azjax.evaluation.measure import PROGRESS_LINE_EVERY_S, shows_a_bar
 from azjax.model_files import CheckpointError, save_model
 from azjax.training.checkpoint import RunCheckpointer
 from azjax.training.metrics import MetricsLogger, plot_curves, read_metrics
@@ -275,25 +276,14 @@ def _advance(bar: tqdm, count: float) -> None:
     bar.update((min(count, bar.total) if bar.total else count) - bar.n)
 
 
-def _shows_a_bar(stream: Any) -> bool:
-    """Whether a progress bar belongs on `stream`: a terminal or a notebook (tqdm.auto's widget).
-    A file or a pipe (`azjax train ... > log 2>&1`) would keep every carriage-return frame."""
-    if any(cls.__module__ == "tqdm.notebook" for cls in tqdm.__mro__):
-        return True
-    isatty = getattr(stream, "isatty", None)
-    return bool(isatty is not None and isatty())
-
-
-PROGRESS_LINE_EVERY_S = 10.0
-"""Off a terminal, the seconds between two plain progress lines (the last one always prints)."""
-
-
 def _duration(seconds: float) -> str:
     """`seconds` as `1h02m`, `3m05s` or `42s`."""
     seconds = max(0, round(seconds))
     hours, rest = divmod(seconds, 3600)
     minutes, secs = divmod(rest, 60)
-    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
 
 
 def _eta_s(config: ExperimentConfig, record: dict[str, Any], start: tuple[int, float]
@@ -330,7 +320,7 @@ class _Progress:
 
     def __init__(self, config: ExperimentConfig, iteration: int, wall_s: float, *,
                  enabled: bool, line_every_s: float = PROGRESS_LINE_EVERY_S):
-        on_terminal = _shows_a_bar(sys.stderr)  # where tqdm draws
+        on_terminal = shows_a_bar(sys.stderr)  # where tqdm draws
         self._config = config
         self._lines = enabled and not on_terminal
         self._start = (iteration, wall_s)
