@@ -19,7 +19,7 @@ from azjax.config import (
 EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
 
 
-@pytest.mark.parametrize("path", sorted(EXPERIMENTS.glob("*.yaml")), ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", sorted(EXPERIMENTS.rglob("*.yaml")), ids=lambda p: p.stem)
 def test_shipped_configs_load_and_round_trip(path):
     config = load_config(path)
     # Named after its game, or a variant of it (connect_four_h100.yaml).
@@ -135,7 +135,7 @@ def test_bad_base_chains_name_the_file(tmp_path, files, message):
 
 def test_variant_configs_list_only_their_changes():
     """Each `base:` variant differs from its base in every key it sets (nothing restated)."""
-    for path in sorted(EXPERIMENTS.glob("*.yaml")):
+    for path in sorted(EXPERIMENTS.rglob("*.yaml")):
         own = yaml.safe_load(path.read_text())
         if "base" not in own:
             continue
