@@ -260,6 +260,13 @@ def test_cli_export_measures_the_model_for_its_card(tiny_run, tmp_path):
     assert again["eval/oracle/raw_error"] == card["eval/oracle/raw_error"]
     text = (tmp_path / "model" / "MODEL_CARD.md").read_text()
     assert "measured at export" in text and "8 simulations by default" in text
+    # A model card: how it was trained, how to re-measure each figure, its limits, how to use it.
+    for section in ("## Reproduce", "## Training", "## Limits", "## Load and play"):
+        assert section in text
+    model = tmp_path / "model"
+    assert f"azjax eval {model} --oracle" in text
+    assert f"azjax eval {model} --against random --games 10" in text
+    assert "game: tic_tac_toe" in text
     # Re-exporting the exported model keeps the run's figures as its training_eval.
     out = RUNNER.invoke(app, ["export", str(tmp_path / "model"), "--to", str(tmp_path / "again"),
                               "--oracle", "", "--against", "random", "--games", "2"])

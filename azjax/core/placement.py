@@ -108,7 +108,7 @@ def updates_on_one_device(mesh: Mesh) -> bool:
     Forced host devices (`--xla_force_host_platform_device_count`) play self-play's many small
     ops side by side, but an update partitioned over them ran slower than the same update on
     one device, whose matmuls use every core anyway: on a 2-core AMD EPYC (Zen 3) with the
-    draughts recipe, 37.4 ms against 24.1 ms per update of 512 (`benchmarks/bench_iteration.py`,
+    draughts recipe, 37.4 ms against 23.1 ms per update of 512 (`benchmarks/bench_iteration.py`,
     docs/scaling.md). Accelerators and several processes keep the updates split.
     """
     devices = list(mesh.devices.flat)
