@@ -301,10 +301,12 @@ def _eta_s(config: ExperimentConfig, record: dict[str, Any], start: tuple[int, f
 
 
 def _progress_line(config: ExperimentConfig, record: dict[str, Any],
-                   start: tuple[int, float]) -> str:
+                   start: tuple[int, float] | None) -> str:
     """Iteration `record`'s progress as one plain line (rate, ETA, loss), in place of the bar
-    off a terminal; `start` is (iteration, wall_s) where this segment of the run began."""
-    budget, eta = config.budget, _eta_s(config, record, start)
+    off a terminal; `start` is (iteration, wall_s) where this segment of the run began, None
+    for the segment's last line (no ETA: the run is ending)."""
+    budget = config.budget
+    eta = _eta_s(config, record, start) if start is not None else None
     return (f"train {config.game}: iteration {record['iteration']}"
             + (f"/{budget.max_iterations}" if budget.max_iterations else "")
             + f", wall {_duration(record['wall_s'])}"
@@ -343,15 +345,16 @@ class _Progress:
             if self._last_line_at is None or now - self._last_line_at >= self._line_every_s:
                 self._print_line(now)
 
-    def _print_line(self, now: float) -> None:
-        _print_line(_progress_line(self._config, self._unprinted, self._start))
+    def _print_line(self, now: float, *, last: bool = False) -> None:
+        _print_line(_progress_line(self._config, self._unprinted,
+                                   None if last else self._start))
         self._last_line_at, self._unprinted = now, None
 
     def close(self) -> None:
         """Closes the bar, or prints the last iteration's line if it is still unprinted."""
         self._bar.close()
         if self._unprinted is not None:
-            self._print_line(time.monotonic())
+            self._print_line(time.monotonic(), last=True)
 
 
 class _StopRequests:
