@@ -154,7 +154,24 @@ class Agent:
     @classmethod
     def load(cls, spec: str | Path) -> Agent:
         """The agent of a game id (shipped model), run dir (newest snapshot) or model dir
-        (`resolve_model_dir`)."""
+        (`resolve_model_dir`).
+
+        A model of a game of your own names the game by its import path (`module:Class`)
+        and the directory its module was found in when it was trained (`game_dir`). Loading
+        it imports that module, and so runs its code: from the installed packages, else that
+        directory, else the folder holding the model directory, else the working directory.
+        Load only models whose game code you trust.
+
+        Args:
+          spec: a game id, run dir, snapshot dir or model dir.
+
+        Returns:
+          The agent, its default simulations the model's.
+
+        Raises:
+          CheckpointError: the spec names no model, the model is corrupt, or its game cannot
+            be imported (one line naming the module and why).
+        """
         directory = resolve_model_dir(spec)
         params, config, meta = load_model(directory)
         return cls(envs.make(config.game), config, params, meta, directory)

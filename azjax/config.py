@@ -38,10 +38,13 @@ __all__ = [
     "config_from_saved",
     "config_to_dict",
     "free_on_resume",
+    "game_from_mapping",
     "load_config",
+    "locate_game",
     "merge_config_data",
     "parse_override",
     "read_config_data",
+    "with_game_dir",
 ]
 
 
@@ -342,9 +345,23 @@ class ExperimentConfig:
     """A whole experiment: the game, the seed, and one section per part of the pipeline."""
 
     game: str = "tic_tac_toe"
-    """The game to learn. Valid: `tic_tac_toe`, `connect_four`, `draughts`,
-    `draughts_tactics` (draughts with 11 observation planes instead of 7), or `pgx:<id>` for
-    a pgx game (needs the pgx package); a game added with `envs.register` by its id."""
+    """The game to learn, a spec that `envs.make` resolves, tried in this order: a registered
+    id; `pgx:<id>`, a pgx game; an import path `module.sub:Attr`, a subclass of `envs.Env` or
+    a function returning one in your own code; the name of an entry point in the
+    `azjax.games` group of an installed package. A game that takes arguments is a mapping,
+    `{import: "mygames.othello4:Othello4", kwargs: {size: 4}}`, kept as the string
+    `mygames.othello4:Othello4(size=4)`, which may be written directly. Valid: `tic_tac_toe`,
+    `connect_four`, `draughts`, `draughts_tactics` (draughts with 11 observation planes
+    instead of 7), an id added with `envs.register`, `pgx:<id>` (needs the pgx package), an
+    import path, an entry point name, or that mapping; a game of your own must pass
+    `envs.check_env` (checked when the config loads)."""
+    game_dir: str = ""
+    """The directory the game's module was found in, for a game from an import path whose
+    module is not part of an installed package. Left out, it is filled in where the module is
+    found: the installed packages, then the config file's directory, then the working
+    directory. A run saves it in config.yaml and in its models, so that loading the run or a
+    model imports the game's module from there (which runs that module's code), from any
+    working directory."""
     seed: int = 0
     """The root random key of the run: the initial parameters, self-play and evaluation all
     draw from it."""
@@ -437,11 +454,66 @@ def _from_dict(cls: type, data: dict[str, Any], prefix: str = "") -> Any:
     return cls(**kwargs)
 
 
+def game_from_mapping(value: Any) -> Any:
+    """The spec string of `game:`'s mapping form, `{import: "module:Attr", kwargs: {...}}`
+    (`envs.game_spec`); any other value as it is."""
+    if not isinstance(value, dict):
+        return value
+    import envs  # late import: envs imports jax
+
+    if set(value) - {"import", "kwargs"} or not isinstance(value.get("import"), str):
+        raise ConfigError(f"game: a mapping names a game of your own as {{import: "
+                          f"\"module:Attr\", kwargs: {{...}}}}, got {value!r}")
+    kwargs = value.get("kwargs") or {}
+    if not isinstance(kwargs, dict):
+        raise ConfigError(f"game.kwargs: expected a mapping, got {kwargs!r}")
+    try:
+        return envs.game_spec(value["import"], kwargs)
+    except ValueError as error:
+        raise ConfigError(f"game: {error}") from None
+
+
 def config_from_dict(data: dict[str, Any]) -> ExperimentConfig:
-    """Builds and validates an ExperimentConfig; missing keys take their defaults."""
+    """Builds and validates an ExperimentConfig; missing keys take their defaults. `game` may
+    be a spec string or its mapping form (`game_from_mapping`)."""
     if not isinstance(data, dict):
         raise ConfigError(f"a config must be a mapping, got {type(data).__name__}")
+    if isinstance(data.get("game"), dict):
+        data = {**data, "game": game_from_mapping(data["game"])}
     return _from_dict(ExperimentConfig, data)
+
+
+def with_game_dir(config: ExperimentConfig) -> ExperimentConfig:
+    """`config` with `game_dir` set to the directory its game's module was found in, when the
+    game comes from an import path outside the installed packages (else as it is)."""
+    import envs
+
+    found = envs.game_dir(config.game)
+    return dataclasses.replace(config, game_dir=found) if found and (
+        found != config.game_dir) else config
+
+
+def locate_game(data: dict[str, Any], directories: tuple[str | Path, ...]) -> dict[str, Any]:
+    """Resolves the game of a config's data, looking for its module in `game_dir` (if given),
+    then `directories`, before the working directory (`envs.make`); the data with `game` as a
+    spec string and `game_dir` where the module was found.
+
+    Raises:
+      ConfigError: `game: <why the game cannot be made>`.
+    """
+    import envs
+
+    if not isinstance(data, dict) or not isinstance(data.get("game", ""), (str, dict)):
+        return data
+    data = {**data, "game": game_from_mapping(data.get("game", ExperimentConfig.game))}
+    recorded = data.get("game_dir")
+    dirs = ((recorded,) if isinstance(recorded, str) and recorded else ()) + tuple(directories)
+    try:
+        envs.make(data["game"], search_dirs=dirs)
+    except ValueError as error:
+        raise ConfigError(f"game: {error}") from None
+    found = envs.game_dir(data["game"])
+    return {**data, "game_dir": found} if found else data
 
 
 def config_from_saved(data: dict[str, Any]) -> ExperimentConfig:
@@ -532,8 +604,11 @@ def read_config_data(path: str | Path, _chain: tuple[Path, ...] = ()) -> dict[st
 
 
 def load_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> ExperimentConfig:
-    """Reads a YAML config file (and its `base:` chain) and applies `KEY=VALUE` overrides."""
-    return config_from_dict(apply_overrides(read_config_data(path), list(overrides)))
+    """Reads a YAML config file (and its `base:` chain) and applies `KEY=VALUE` overrides. A
+    game from an import path is looked up in the installed packages, then the file's own
+    directory, then the working directory; `game_dir` records where it was found."""
+    data = apply_overrides(read_config_data(path), list(overrides))
+    return config_from_dict(locate_game(data, (Path(path).resolve().parent,)))
 
 
 # ---- validation ----------------------------------------------------------------------------------
@@ -549,7 +624,7 @@ def _validate(config: ExperimentConfig) -> None:
     import envs  # late import: envs imports jax
 
     try:
-        env = envs.make(config.game)
+        env = envs.make(config.game, search_dirs=(config.game_dir,) if config.game_dir else ())
     except ValueError as error:
         raise ConfigError(f"game: {error}") from None
     _validate_network(config.network)

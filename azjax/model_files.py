@@ -1,7 +1,10 @@
 """Self-contained model files: a network's params and the config that made them.
 
 A model directory holds `params.msgpack` (flax serialization) and `model.json` (format
-version, game, resolved config and whatever the writer adds, such as measured strengths). Run
+version, game, resolved config and whatever the writer adds, such as measured strengths). The
+config names the game; for a game of your own, its import path and `game_dir`, the directory
+its module was found in, so that loading the model imports that module again (running its
+code) from any working directory. Run
 snapshots (`run_dir/snapshots/<iteration>/`) and exported models share this format, and it is
 what `Agent.load`, the evaluation and the apps read.
 """
@@ -19,7 +22,13 @@ import jax
 import numpy as np
 from flax import serialization
 
-from azjax.config import ConfigError, ExperimentConfig, config_from_saved, config_to_dict
+from azjax.config import (
+    ConfigError,
+    ExperimentConfig,
+    config_from_saved,
+    config_to_dict,
+    locate_game,
+)
 
 __all__ = [
     "CheckpointError",
@@ -121,8 +130,16 @@ def load_model(directory: str | Path) -> tuple[Any, ExperimentConfig, dict[str, 
     if version != MODEL_FORMAT_VERSION:
         raise CheckpointError(f"{meta_path}: model format {version!r} is not supported "
                               f"(this azjax reads format {MODEL_FORMAT_VERSION})")
+    if not isinstance(meta.get("config"), dict):
+        raise CheckpointError(f"{meta_path}: bad config (no config mapping)")
     try:
-        config = config_from_saved(meta["config"])
+        # A game of your own is imported from its recorded directory, else from the folder
+        # holding this model (a model kept beside its game's module), else the working one.
+        saved = locate_game(meta["config"], (str(directory.resolve().parent),))
+    except ConfigError as error:
+        raise CheckpointError(f"{meta_path}: {error}") from None
+    try:
+        config = config_from_saved(saved)
     except (KeyError, ConfigError) as error:
         raise CheckpointError(f"{meta_path}: bad config ({error})") from None
     env = envs.make(config.game)

@@ -1,7 +1,9 @@
 """Pure-functional two-player board games for azjax (jit- and vmap-able).
 
-`make(id)` gives a registered game, `register(id, factory)` adds one, `from_pgx` wraps a pgx
-game, `check_env` tests a game against the contract of `Env` (`envs/core.py`).
+`make(spec)` gives a game: a registered id, `pgx:<id>`, an import path `module:Class` or an
+entry point of the `azjax.games` group (`envs.registry`); `register(id, factory)` adds an id,
+`from_pgx` wraps a pgx game, `check_env` tests a game against the contract of `Env`
+(`envs/core.py`).
 """
 
 from envs.conformance import check_env
@@ -16,9 +18,10 @@ from envs.core import (
     winner_of,
 )
 from envs.pgx_adapter import from_pgx
-from envs.registry import available, make, register
+from envs.registry import ENTRY_POINT_GROUP, available, game_dir, game_spec, make, register
 
 __all__ = [
+    "ENTRY_POINT_GROUP",
     "BoardView",
     "Cell",
     "Env",
@@ -26,6 +29,8 @@ __all__ = [
     "available",
     "check_env",
     "from_pgx",
+    "game_dir",
+    "game_spec",
     "jitted_step",
     "make",
     "play_moves",

@@ -46,6 +46,13 @@ def test_override_sets_nested_keys_with_yaml_types(tmp_path):
     ({"selfplay": {"symmetries": "yes"}}, "selfplay.symmetries: expected true or false"),
     ({"network": {"hidden": 5}}, "network.hidden: expected a list"),
     ({"game": "chess"}, "unknown game 'chess'"),
+    ({"game": {"module": "mygames:Board"}}, "game: a mapping names a game of your own as"),
+    ({"game": {"import": "mygames:Board", "kwargs": [4]}}, "game.kwargs: expected a mapping"),
+    ({"game": {"import": "mygames:Board", "kwargs": {"size": object()}}},
+     "keyword size=<object"),
+    ({"game": "mygames:Board(4)"}, "arguments are written as keyword=literal"),
+    ({"game": "no_such_games_module:Board"}, "game: cannot import module "
+                                              "'no_such_games_module'"),
     ({"search": {"num_simulations": 0}}, "search.num_simulations: must be >= 1"),
     ({"train": {"learning_rate": -1}}, "train.learning_rate"),
     ({"eval": {"opponents": ["stockfish"]}}, "unknown opponent 'stockfish'"),

@@ -196,6 +196,42 @@ known keys of its section), when the config loads or, where a row says so, when 
 starts; either way before anything trains. Lists are YAML lists (`hidden: [256, 256]`), and a
 float may be written `1e-3`.
 
+## `game:`: a built-in game or one of your own
+
+```yaml
+game: connect_four                  # a registered id
+game: pgx:othello                   # a pgx game (needs the pgx package)
+game: mygames.othello4:Othello4     # a subclass of envs.Env, or a function returning one
+game:                               # one that takes keyword arguments
+  import: mygames.othello4:Othello4
+  kwargs: {{size: 4}}
+```
+
+A name is resolved in this order: the registered ids (`envs.available()`, those added with
+`envs.register` included), then `pgx:<id>`, then import paths `module.sub:Attr`, then the
+entry points of the `azjax.games` group, through which an installed package ships games
+without touching azjax:
+
+```toml
+[project.entry-points."azjax.games"]
+othello4 = "mygames.othello4:Othello4"
+```
+
+The module of an import path is looked up in the installed packages, then in the config
+file's own directory, then in the working directory. The mapping form is kept as the string
+`mygames.othello4:Othello4(size=4)` (keyword arguments sorted, as Python literals), which a
+config may also hold directly; `envs.make` takes the same strings. A game of your own is
+checked with `envs.check_env` when the config loads, before anything is compiled or written.
+A module that is not found or fails to import, a missing attribute, an object that is not an
+`Env` class or factory, and a failed check each stop `azjax train` with one line naming them.
+
+A run records the game's spec and, for a module outside the installed packages, the directory
+it was found in (`game_dir`), in its `config.yaml` and in every model it writes. `azjax eval`,
+`azjax play`, `azjax serve --game`, `azjax export` and `Agent.load` then import the game from
+there, from any working directory (and a model kept beside its game's module, from the folder
+that holds it). Loading a run dir or a model of a game of your own imports its module and so
+runs its code: load only those whose code you trust.
+
 ## `base:`: start from another file
 
 ```yaml
@@ -249,7 +285,8 @@ def render() -> str:
     keys = tuple(row.key for section in rows.values() for row in section if "." in row.key)
     quote = lambda patterns: " ".join(patterns)
     top = [row.key for row in rows[""]]
-    lines = [INTRO.format(top=" and ".join(f"`{key}`" for key in top),
+    named = [f"`{key}`" for key in top]
+    lines = [INTRO.format(top=", ".join(named[:-1]) + " and " + named[-1],
                           sections=", ".join(f"`{name}`" for name, _ in sections()),
                           free=quote(config_module.RESUME_FREE_KEYS),
                           fixed=quote(config_module.RESUME_FIXED_KEYS))]

@@ -265,7 +265,8 @@ def export(
 def play(
     spec: Annotated[str, typer.Argument(
         help="Game id (its shipped model, or an untrained network until one is shipped), "
-             "run dir or snapshot dir")],
+             "run dir, snapshot or model dir, or a game of your own as module:Class "
+             "(an untrained network)")],
     simulations: Annotated[int | None, typer.Option(
         min=1, help="AI search simulations (default: the model's)")] = None,
     first: Annotated[str, typer.Option(help="Who moves first: human | ai")] = "human",
@@ -292,13 +293,17 @@ def serve(
     warm: Annotated[bool, typer.Option(
         help="Compile every game's search at every strength before serving (else each "
              "compiles at its first request)")] = False,
+    game: Annotated[list[str] | None, typer.Option(
+        "--game", help="Serve this instead of the built-in games (repeatable): a game id, a "
+                       "run or model dir, or a game of your own as module:Class (untrained)")
+    ] = None,
 ) -> None:
     """A local web app to play every game in the browser, and its JSON API
     (docs/play-and-serve.md)."""
-    from azjax.apps.serve import run_server
+    from azjax.apps.serve import GAMES, run_server
 
     try:
-        run_server(host=host, port=port, warm=warm)
+        run_server(host=host, port=port, warm=warm, games=tuple(game or GAMES))
     except _user_errors() as error:
         _fail(error)
 

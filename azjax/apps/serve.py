@@ -29,6 +29,7 @@ from typing import Any
 import jax
 import numpy as np
 
+import envs
 from azjax.agent import Agent
 from azjax.apps.turns import ai_turn, is_done, load_play_agent, model_label
 from envs.core import Env, positions_along, winner_of
@@ -246,14 +247,30 @@ def create_app(service: GameService):
 
 def serve_service(games: tuple[str, ...] = GAMES) -> GameService:
     """The service `azjax serve` runs: each game's agent (shipped model, else an untrained
-    network) at the strengths `SIMULATIONS`, the middle one by default. `games`: registered
-    game ids (any game registered with `envs.register` is served the same way)."""
-    return GameService({game: load_play_agent(game) for game in games})
+    network) at the strengths `SIMULATIONS`, the middle one by default.
+
+    `games`: what `azjax play` takes, each: a registered game id (any game registered with
+    `envs.register` is served the same way), a run or model dir (its game served by its
+    model, a game of your own included) or a game of your own as `module:Class` (an untrained
+    network). The API names a game by its id, else by its env's `name`.
+
+    Raises:
+      ValueError: two of them would be served under one name.
+    """
+    agents: dict[str, Agent] = {}
+    for spec in games:
+        agent = load_play_agent(spec)
+        name = spec if spec in envs.available() else agent.env.name
+        if name in agents:
+            raise ValueError(f"two of the games to serve are named {name!r} ({spec} and an "
+                             "earlier one); serve one of them")
+        agents[name] = agent
+    return GameService(agents)
 
 
 def run_server(*, host: str = "127.0.0.1", port: int = 8000, warm: bool = False,
                games: tuple[str, ...] = GAMES) -> None:
-    """Serves `serve_service(games)` on `host`:`port`."""
+    """Serves `serve_service(games)` on `host`:`port` (`azjax serve`, `--game` for `games`)."""
     import uvicorn
 
     service = serve_service(games)

@@ -36,6 +36,7 @@ __all__ = [
     "has_shipped_model",
     "is_done",
     "load_play_agent",
+    "names_a_game",
     "top_moves",
     "untrained_agent",
 ]
@@ -45,29 +46,46 @@ UNTRAINED_NETWORK = NetworkConfig(kind="mlp", hidden=(64, 64))
 
 
 def has_shipped_model(game: str) -> bool:
-    return (MODELS_DIR / game / "model.json").is_file()
+    return game in envs.available() and (MODELS_DIR / game / "model.json").is_file()
 
 
 def untrained_agent(game: str | Env, *, network: NetworkConfig = UNTRAINED_NETWORK,
                     num_simulations: int = 64, seed: int = 0) -> Agent:
     """An agent with a randomly initialised network (fixed `seed`): a stand-in for games whose
     model is not shipped yet, and a cheap agent for tests. `game` is a registered game id or
-    an `Env` itself (a game not registered). `agent.meta["untrained"]` is True."""
+    an `Env` itself (a game not registered). `agent.meta["untrained"]` is True.
+
+    `game` may be any spec `envs.make` resolves, a game of your own (`module:Class`)
+    included: the agent's config names it by that spec."""
     env = envs.make(game) if isinstance(game, str) else game
     search = SearchConfig(num_simulations=num_simulations,
                           max_num_considered_actions=min(16, env.num_actions))
-    config = ExperimentConfig(game=env.name, seed=seed, network=network, search=search)
+    spec = game if isinstance(game, str) else env.name
+    config = ExperimentConfig(game=spec, game_dir=envs.game_dir(spec), seed=seed,
+                              network=network, search=search)
     params = init_network(network, env.num_actions, env.observation_shape,
                           jax.random.PRNGKey(seed))["params"]
     meta = {"untrained": True, "num_simulations": num_simulations}
     return Agent(env, config, params, meta)
 
 
+def names_a_game(spec: str | Path) -> bool:
+    """Whether `spec` names a game rather than a model: a registered id, `pgx:<id>`, an import
+    path `module:Class` or an `azjax.games` entry point, and no file or directory here."""
+    from importlib.metadata import entry_points
+
+    text = str(spec)
+    if Path(text).exists():
+        return False
+    return text in envs.available() or ":" in text or bool(
+        entry_points(group=envs.ENTRY_POINT_GROUP, name=text.partition("(")[0]))
+
+
 def load_play_agent(spec: str | Path) -> Agent:
-    """`Agent.load(spec)`, except that a game id without a shipped model gives an untrained
-    agent (see the module docstring) instead of an error."""
-    if str(spec) in envs.available() and not Path(spec).exists() and not has_shipped_model(
-            str(spec)):
+    """`Agent.load(spec)`, except that a game without a shipped model (a registered id, or a
+    game of your own as `module:Class`) gives an untrained agent (see the module docstring)
+    instead of an error."""
+    if names_a_game(spec) and not has_shipped_model(str(spec)):
         return untrained_agent(str(spec))
     return Agent.load(spec)
 
@@ -75,6 +93,8 @@ def load_play_agent(spec: str | Path) -> Agent:
 def model_label(agent: Agent) -> str:
     """One line saying which network plays: shipped/run model and its iteration, or untrained."""
     if agent.meta.get("untrained"):
+        if agent.config.game not in envs.available():
+            return "an UNTRAINED network (name a run dir or model dir to play a trained one)"
         return f"an UNTRAINED network (no model in azjax/models/{agent.env.name}/ yet)"
     iteration = agent.meta.get("iteration")
     where = "the shipped model" if agent.source and agent.source.parent == MODELS_DIR else \

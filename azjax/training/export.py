@@ -323,7 +323,8 @@ def _changed_keys(config) -> dict[str, Any]:
     from azjax.config import config_from_dict, config_to_dict
 
     values = config_to_dict(config)
-    defaults = config_to_dict(config_from_dict({"game": config.game}))
+    defaults = config_to_dict(config_from_dict({"game": config.game,
+                                                "game_dir": config.game_dir}))
     out: dict[str, Any] = {"game": values["game"], "seed": values["seed"]}
     for section, fields in values.items():
         if isinstance(fields, dict):

@@ -45,6 +45,7 @@ from azjax.config import (
     config_from_saved,
     config_to_dict,
     free_on_resume,
+    with_game_dir,
 )
 from azjax.core.learner import Learner, RunState
 from azjax.core.placement import local_copy, make_mesh, mesh_description, updates_on_one_device
@@ -505,7 +506,9 @@ def _start(config: ExperimentConfig, run_dir: Path, evaluator_factory: Callable 
     evaluator, starts or restores the run state and logs where the segment runs."""
     from azjax.evaluation.evaluator import Evaluator  # late: imports baselines and oracles
 
-    config, resume = open_run(run_dir, config)
+    # The game was made (and a game of your own checked with `envs.check_env`) when the config
+    # was built; the run records where its module was found.
+    config, resume = open_run(run_dir, with_game_dir(config))
     env = envs.make(config.game)
     mesh = make_mesh()
     # Checks that the batches split over the mesh.

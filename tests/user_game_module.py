@@ -1,0 +1,96 @@
+"""A game defined outside `envs/`, as a user's own module, for tests/test_user_games.py.
+
+`TheGame` is a pile of stones: a move takes 1, 2 or 3 (actions 0, 1, 2), never more than are
+left; whoever takes the last stone wins. It takes the pile's size as an argument, so a config
+can name it with keyword arguments. The other names are bad games, one per error the CLI must
+explain.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+from envs.core import BoardView, Cell, Env
+
+
+@struct.dataclass
+class PileState:
+    current_player: jax.Array
+    legal_action_mask: jax.Array
+    rewards: jax.Array
+    terminated: jax.Array
+    truncated: jax.Array
+    step_count: jax.Array
+    stones: jax.Array  # int32 []
+
+
+class TheGame(Env):
+    """Take 1-3 stones from one pile; taking the last one wins (the mover wins with a pile
+    that is not a multiple of 4)."""
+
+    name = "pile"
+    num_actions = 3
+
+    def __init__(self, stones: int = 6):
+        self.stones = int(stones)
+        self.observation_shape = (self.stones + 1,)
+        self.max_game_length = self.stones
+
+    def _init(self):
+        return PileState(jnp.int32(0), jnp.arange(3) < self.stones, jnp.zeros(2, jnp.float32),
+                         jnp.bool_(False), jnp.bool_(False), jnp.int32(0),
+                         jnp.int32(self.stones))
+
+    def _apply_legal_action(self, state, action):
+        stones = state.stones - 1 - action
+        mover = state.current_player
+        won = stones == 0
+        rewards = jnp.where(won, jnp.zeros(2).at[mover].set(1.0).at[1 - mover].set(-1.0),
+                            jnp.zeros(2)).astype(jnp.float32)
+        return state.replace(current_player=1 - mover, stones=stones, rewards=rewards,
+                             terminated=won, legal_action_mask=jnp.arange(3) < stones)
+
+    def observe(self, state):
+        return jax.nn.one_hot(state.stones, self.stones + 1, dtype=jnp.float32)
+
+    def symmetries(self, obs, policy):
+        return obs[None], policy[None]
+
+    def action_to_str(self, action):
+        return str(int(action) + 1)
+
+    def str_to_action(self, text):
+        if text.strip() not in ("1", "2", "3"):
+            raise ValueError(f"a move takes 1, 2 or 3 stones, got {text!r}")
+        return int(text) - 1
+
+    def board_view(self, state):
+        left = int(state.stones)
+        return BoardView(rows=1, cols=self.stones, cells=tuple(
+            Cell(player=0, label="o") if i < left else Cell() for i in range(self.stones)))
+
+
+def small_pile(stones: int = 4) -> TheGame:
+    """A factory: the game with a smaller pile."""
+    return TheGame(stones)
+
+
+class BrokenGame(TheGame):
+    """Observes one number too few: `check_env`'s initial-state check refuses it."""
+
+    def observe(self, state):
+        return super().observe(state)[:-1]
+
+
+class NotAGame:
+    """A class that is not an `envs.Env`."""
+
+
+NOT_A_GAME = 42
+
+
+def not_a_factory() -> str:
+    """A function that returns something else than a game."""
+    return "chess"
