@@ -237,3 +237,108 @@ def test_the_labels_ship_inside_a_built_wheel(tmp_path):
     expected |= {"azjax/data/oracles/tictactoe/positions.jsonl", "azjax/data/oracles/README.md",
                  "azjax/models/connect_four/params.msgpack", "azjax/apps/static/index.html"}
     assert expected <= names, sorted(expected - names)
+
+
+# ---- the generic format: any game, moves and labels as action ids ----------------------------
+
+# RaceToThree (tests/toy_games.py): action 1 keeps the move, 0 passes it; whoever brings the
+# counter to 3 wins. Every live position, labelled by hand: keeping the move wins at counts 0
+# and 1, and at count 2 every move wins.
+RACE_LINES = [
+    {"moves": [], "preserving": [1], "score": 1},
+    {"moves": [0], "preserving": [1]},
+    {"moves": [1], "preserving": [1], "optimal": [1]},
+    {"moves": [0, 0], "preserving": [0, 1]},
+    {"moves": [1, 1], "preserving": [0, 1], "board": "ignored"},
+]
+
+
+def _race():
+    from toy_games import RaceToThree
+
+    return RaceToThree()
+
+
+def _write_lines(path, lines):
+    """One line per item: a dict as JSON, a string as it is."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(x if isinstance(x, str) else json.dumps(x) for x in lines) + "\n")
+
+
+def test_any_game_reads_a_folder_of_generic_labels(tmp_path):
+    from azjax.evaluation.oracle import has_oracle
+
+    env = _race()
+    _write_lines(tmp_path / "all.jsonl", RACE_LINES)
+    _write_lines(tmp_path / "first.jsonl", RACE_LINES[:1])
+    assert not has_oracle(env) and has_oracle(env, tmp_path)
+    sets = load_oracle(env, tmp_path)
+    assert list(sets) == ["all", "first"]  # one set per file, named by its stem
+    whole = sets["all"]
+    assert (whole.name, whole.title, whole.num_positions) == ("all", "all", 5)
+    assert whole.moves == ((), (0,), (1,), (0, 0), (1, 1))
+    np.testing.assert_array_equal(whole.preserving,
+                                  [[False, True]] * 3 + [[True, True]] * 2)
+    assert whole.optimal is None  # only some lines have it
+    np.testing.assert_array_equal(whole.states.count, [0, 1, 1, 2, 2])
+    np.testing.assert_array_equal(whole.states.current_player, [0, 1, 0, 0, 0])
+    perfect = oracle_player(*sets.values())
+    assert score_player(perfect, whole, key=jax.random.PRNGKey(0)) == 0.0
+    assert whole.random_error_rate() == pytest.approx(0.3)  # 3 positions at 1/2
+    # A sub-folder named for the game's id works too.
+    _write_lines(tmp_path / "root" / "race_to_three" / "x.jsonl", RACE_LINES[3:])
+    assert list(load_oracle(env, tmp_path / "root")) == ["x"]
+
+
+def test_a_game_without_labels_of_azjax_needs_a_folder(tmp_path):
+    with pytest.raises(ValueError, match="no oracle for 'race_to_three'.*give a directory"):
+        load_oracle(_race())
+    with pytest.raises(FileNotFoundError, match=r"no \*\.jsonl files"):
+        load_oracle(_race(), tmp_path)
+
+
+def test_the_built_in_files_take_action_id_lists_too(tmp_path):
+    first = json.loads((C4_DIR / "Test_L3_R1.jsonl").read_text().splitlines()[0])
+    as_ids = dict(first, moves=[int(d) - 1 for d in first["moves"]])
+    _write_lines(tmp_path / "Test_L3_R1.jsonl", [first, as_ids])
+    (oracle_set,) = load_oracle(C4, tmp_path).values()
+    assert oracle_set.moves[0] == oracle_set.moves[1]
+    assert oracle_set.title == "End-Easy"
+
+
+@pytest.mark.parametrize(
+    ("bad_line", "message"),
+    [
+        ('{"moves": "01", "preserving": [1]}', "'moves' must be a list of action ids"),
+        ('{"moves": [0, 2], "preserving": [1]}', r"'moves' must list action ids 0-1"),
+        ('{"moves": [true], "preserving": [1]}', r"'moves' must list action ids 0-1"),
+        ('{"preserving": [1]}', "'moves' must be a list of action ids"),
+        ('{"moves": [0]}', "'preserving' must be a non-empty list"),
+        ('{"moves": [0], "preserving": [1], "optimal": [5]}', "'optimal' must be a non-empty"),
+        ('{"moves": [0], "preserving": [1], "score": 1.5}', "'score' must be an integer"),
+        ('{"moves": [0], "preserving": [1], "child_scores": [1]}', "'child_scores' must list 2"),
+        ('{"moves": [1, 1, 1], "preserving": [1]}', "illegal in race_to_three or reach a"),
+        ("{not json", "not valid JSON"),
+    ],
+)
+def test_a_malformed_generic_line_names_file_and_line(tmp_path, bad_line, message):
+    path = tmp_path / "set.jsonl"
+    _write_lines(path, [*RACE_LINES[:2], "", bad_line])
+    with pytest.raises(OracleFormatError, match=message) as error:
+        load_oracle(_race(), tmp_path)
+    assert str(error.value).startswith(f"{path}:4: ")  # the blank line counts
+
+
+def test_training_evaluator_reads_eval_oracle_dir_for_any_game(tmp_path):
+    from conftest import tiny_config
+
+    from azjax.config import EvalConfig
+    from azjax.evaluation.evaluator import Evaluator
+
+    _write_lines(tmp_path / "labels.jsonl", RACE_LINES)
+    config = tiny_config(eval=EvalConfig(oracle=True, oracle_dir=str(tmp_path), opponents=()))
+    evaluator = Evaluator(_race(), config, apply_fn=None, search_fn=None)
+    assert list(evaluator.oracle_sets) == ["labels"]
+    assert evaluator.oracle_sets["labels"].num_positions == 5
+    no_dir = tiny_config(eval=EvalConfig(oracle=True, opponents=()))
+    assert Evaluator(_race(), no_dir, apply_fn=None, search_fn=None).oracle_sets == {}

@@ -1,7 +1,9 @@
-"""Every shipped model loads by game id and still scores what its model card says.
+"""Every shipped model loads by game id and still scores what its model card says, and so
+does the worked example's model (examples/hexapawn_model, a game defined outside azjax).
 
-Games with an oracle are re-scored on it (every position of tic-tac-toe, a subset of the
-larger sets); games without one (draughts) replay a few of the card's games against random.
+Games with an oracle are re-scored on it (every position of tic-tac-toe and hexapawn, a
+subset of the larger sets); games without one (draughts) replay a few of the card's games
+against random.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ import json
 
 import jax
 import pytest
+from conftest import REPO_ROOT
 
 from azjax import Agent
 from azjax.agent import MODELS_DIR
@@ -21,6 +24,8 @@ from azjax.evaluation.players import network_player, search_player
 
 SHIPPED = sorted(p.name for p in MODELS_DIR.iterdir() if (p / "model.json").is_file()) \
     if MODELS_DIR.is_dir() else []
+EXAMPLE_MODEL = REPO_ROOT / "examples" / "hexapawn_model"
+EXAMPLE_ORACLE = REPO_ROOT / "examples" / "hexapawn_oracle"
 
 
 def test_tic_tac_toe_model_is_shipped():
@@ -36,9 +41,23 @@ def test_shipped_model_matches_its_card(game):
     if not has_oracle(agent.env):
         _check_arena_against_random(agent, card)
         return
-    sets = load_oracle(agent.env)
     # Tic-tac-toe: every position; larger oracles: the first 200 positions of each set.
-    limit = None if game == "tic_tac_toe" else 200
+    _check_oracle_scores(agent, card, load_oracle(agent.env),
+                         limit=None if game == "tic_tac_toe" else 200)
+
+
+def test_the_example_model_matches_its_card():
+    """The hexapawn model loads from its folder (importing examples/hexapawn.py by the import
+    path its model.json records) and scores the card's figures on all 11,420 positions."""
+    agent = Agent.load(str(EXAMPLE_MODEL))
+    assert agent.env.name == "hexapawn"
+    card = json.loads((EXAMPLE_MODEL / "model.json").read_text())["eval"]
+    _check_oracle_scores(agent, card, load_oracle(agent.env, EXAMPLE_ORACLE), limit=None)
+
+
+def _check_oracle_scores(agent, card, sets, limit):
+    """The agent's raw and search error rates on `sets` (each cut to `limit` positions, None
+    = all) against its card's: equal on whole sets, within noise on subsets."""
     raw = jax.jit(lambda p, k, s, m: oracle_errors(network_player(agent.env, agent.apply_fn, p),
                                                     k, s, m))
     search = jax.jit(lambda p, k, s, m: oracle_errors(

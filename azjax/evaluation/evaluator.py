@@ -97,7 +97,7 @@ class Evaluator:
         self._compiled: dict[str, Any] = {}
         self._pending: Future | None = None
         self.oracle_sets: dict[str, OracleSet] = {}
-        if config.eval.oracle and config.eval.oracle_dir and has_oracle(env):
+        if config.eval.oracle and config.eval.oracle_dir:
             # Checked now: the oracle itself loads in the background, first read at the first
             # evaluation, and a typo should not cost the iterations before it.
             try:
@@ -117,11 +117,11 @@ class Evaluator:
             params_example, key).compile() for name in ("oracle", "arena")}
 
     def _load_oracle_sets(self) -> dict[str, OracleSet]:
-        """The game's oracle: `eval.oracle_dir`, else azjax's own (tic-tac-toe) or the
-        default oracle folder (`$AZJAX_ORACLES`, else the Pons test sets packaged in
+        """The game's oracle: `eval.oracle_dir` (any game), else azjax's own (tic-tac-toe) or
+        the default oracle folder (`$AZJAX_ORACLES`, else the Pons test sets packaged in
         azjax/data/oracles); none for other games."""
         cfg = self.config.eval
-        if not cfg.oracle or not has_oracle(self.env):
+        if not cfg.oracle or not has_oracle(self.env, cfg.oracle_dir):
             return {}
         try:
             return load_oracle(self.env, cfg.oracle_dir or None)

@@ -1,9 +1,10 @@
 """Perfect-play oracles: positions labelled with the moves that keep the game-theoretic result.
 
+- Any game: a folder of ``*.jsonl`` files, one set per file (its stem), each line a position
+  as a list of action ids and its preserving moves (format: ``azjax/data/oracles/README.md``).
 - Tic-tac-toe: solved here by exact minimax over every reachable position (`solve_tic_tac_toe`).
 - Connect four: Pascal Pons's six benchmark sets, read from ``Test_L*_R*.jsonl`` files shipped
-  in the package (format: ``azjax/data/oracles/README.md``; ``moves`` are 1-based column digits
-  there).
+  in the package (their ``moves`` are 1-based column digits, read as they are).
 
 A move is an *error* when it is not *preserving*: another legal move has a strictly better
 win / draw / loss value (AlphaZero.jl's error rate). Shape legend: B batch, P positions,
@@ -18,6 +19,7 @@ import json
 import math
 import os
 from pathlib import Path
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -96,8 +98,14 @@ class OracleSet:
 class _Format:
     subdir: str  # under DEFAULT_ORACLE_ROOT
     pattern: str  # the set files
-    first_digit: int  # the digit of action 0 in `moves`
+    first_digit: int | None  # the digit of action 0 in a `moves` string; None: lists only
     titles: dict[str, str]  # file stem -> human name
+
+
+def _generic_format(game: str) -> _Format:
+    """A game azjax ships no labels for: any ``*.jsonl`` file, `moves` as lists of action ids,
+    a sub-folder named for the game id."""
+    return _Format(subdir=game, pattern="*.jsonl", first_digit=None, titles={})
 
 
 _FORMATS = {
@@ -123,10 +131,11 @@ _FORMATS = {
 }
 
 
-def has_oracle(env_or_name: Env | str) -> bool:
-    """Whether `load_oracle` knows a format for this game (draughts has none)."""
+def has_oracle(env_or_name: Env | str, directory: str | Path | None = None) -> bool:
+    """Whether `load_oracle` can score this game: any game given a `directory` of labels,
+    without one the games whose labels azjax ships or computes (draughts has none)."""
     name = env_or_name if isinstance(env_or_name, str) else env_or_name.name
-    return name in _FORMATS
+    return bool(directory) or name in _FORMATS
 
 
 def set_titles(game: str) -> dict[str, str]:
@@ -237,11 +246,14 @@ def _sign(x: int | None) -> int:
 # ---- files ----------------------------------------------------------------------------------
 
 
-def read_oracle_file(path: str | Path, *, num_actions: int, first_digit: int) -> list[OracleRecord]:
+def read_oracle_file(path: str | Path, *, num_actions: int,
+                     first_digit: int | None = None) -> list[OracleRecord]:
     """Parses one ``.jsonl`` oracle file (one JSON object per line; blank lines skipped).
 
-    ``moves`` is a string of digits, digit ``first_digit`` meaning action 0; ``preserving`` and
-    ``optimal`` list 0-based actions. Raises `OracleFormatError` naming the file and line.
+    ``moves`` is a list of action ids, or (where `first_digit` is given: the connect-four and
+    tic-tac-toe files) a string of digits, digit ``first_digit`` meaning action 0;
+    ``preserving`` and ``optimal`` list action ids. Raises `OracleFormatError` naming the file
+    and line.
     """
     path = Path(path)
     records = []
@@ -254,7 +266,30 @@ def read_oracle_file(path: str | Path, *, num_actions: int, first_digit: int) ->
     return records
 
 
-def _parse_line(line: str, where: str, num_actions: int, first_digit: int) -> OracleRecord:
+def _is_action(value: Any, num_actions: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < num_actions
+
+
+def _parse_moves(value: Any, num_actions: int, first_digit: int | None) -> tuple[int, ...]:
+    """A line's `moves` as action ids; ValueError saying what is wrong with it."""
+    if isinstance(value, list):
+        if not all(_is_action(a, num_actions) for a in value):
+            raise ValueError(f"'moves' must list action ids 0-{num_actions - 1}, got {value!r}")
+        return tuple(value)
+    if first_digit is None:
+        raise ValueError(f"'moves' must be a list of action ids, got {value!r}")
+    if not isinstance(value, str) or not all(ch.isdigit() for ch in value):
+        raise ValueError(f"'moves' must be a string of digits or a list of action ids, "
+                         f"got {value!r}")
+    moves = tuple(int(ch) - first_digit for ch in value)
+    if any(not 0 <= m < num_actions for m in moves):
+        last = first_digit + num_actions - 1
+        raise ValueError(f"'moves' {value!r} has a digit outside {first_digit}-{last}")
+    return moves
+
+
+def _parse_line(line: str, where: str, num_actions: int,
+                first_digit: int | None) -> OracleRecord:
     def fail(why: str) -> OracleFormatError:
         return OracleFormatError(f"{where}: {why}")
 
@@ -264,13 +299,10 @@ def _parse_line(line: str, where: str, num_actions: int, first_digit: int) -> Or
         raise fail(f"not valid JSON ({error.msg} at column {error.colno})") from None
     if not isinstance(item, dict):
         raise fail("expected a JSON object")
-    moves_text = item.get("moves")
-    if not isinstance(moves_text, str) or not all(ch.isdigit() for ch in moves_text):
-        raise fail(f"'moves' must be a string of digits, got {moves_text!r}")
-    moves = tuple(int(ch) - first_digit for ch in moves_text)
-    if any(not 0 <= m < num_actions for m in moves):
-        last = first_digit + num_actions - 1
-        raise fail(f"'moves' {moves_text!r} has a digit outside {first_digit}-{last}")
+    try:
+        moves = _parse_moves(item.get("moves"), num_actions, first_digit)
+    except ValueError as error:
+        raise fail(str(error)) from None
 
     def actions(field: str, required: bool) -> tuple[int, ...] | None:
         value = item.get(field)
@@ -279,7 +311,7 @@ def _parse_line(line: str, where: str, num_actions: int, first_digit: int) -> Or
         if (
             not isinstance(value, list)
             or not value
-            or not all(isinstance(a, int) and 0 <= a < num_actions for a in value)
+            or not all(_is_action(a, num_actions) for a in value)
         ):
             raise fail(f"'{field}' must be a non-empty list of actions 0-{num_actions - 1}")
         return tuple(value)
@@ -288,11 +320,12 @@ def _parse_line(line: str, where: str, num_actions: int, first_digit: int) -> Or
     if child_scores is not None and (
         not isinstance(child_scores, list)
         or len(child_scores) != num_actions
-        or not all(s is None or isinstance(s, int) for s in child_scores)
+        or not all(s is None or (isinstance(s, int) and not isinstance(s, bool))
+                   for s in child_scores)
     ):
         raise fail(f"'child_scores' must list {num_actions} integers or nulls")
     score = item.get("score")
-    if score is not None and not isinstance(score, int):
+    if score is not None and (not isinstance(score, int) or isinstance(score, bool)):
         raise fail("'score' must be an integer")
     return OracleRecord(
         moves=moves,
@@ -387,22 +420,25 @@ def load_oracle(
 ) -> dict[str, OracleSet]:
     """The oracle sets of a game, by set name (file stem), sorted by name.
 
+    - With a directory, any game: the ``*.jsonl`` files there (``Test_L*_R*.jsonl`` for
+      connect four), each line's ``moves`` a list of action ids (or, in the connect-four and
+      tic-tac-toe files, a string of digits). A directory holding the game's sub-folder
+      (``connect4``, ``tictactoe``, else the game's id), e.g. the oracle root, works too.
     - ``tic_tac_toe`` without a directory: solved here by minimax (one set, ``"positions"``).
-    - With a directory (or ``connect_four`` without one: ``DEFAULT_ORACLE_ROOT/connect4``):
-      the game's ``.jsonl`` files there (``Test_L*_R*.jsonl`` for connect four, any
-      ``*.jsonl`` for tic-tac-toe). A directory holding the game's sub-folder (``connect4``,
-      ``tictactoe``), e.g. the oracle root, works too.
+    - ``connect_four`` without one: ``DEFAULT_ORACLE_ROOT/connect4``.
 
     Loaded once per (game, directory) and cached.
 
     Raises:
-      ValueError: a game with no oracle format.
+      ValueError: a game without a directory and without labels of azjax's own.
       FileNotFoundError: a missing directory, or one without oracle files.
       OracleFormatError: a corrupt line, naming the file and the line.
     """
     env = envs.make(env_or_name) if isinstance(env_or_name, str) else env_or_name
-    if not has_oracle(env):
-        raise ValueError(f"no oracle for {env.name!r}; oracles exist for {sorted(_FORMATS)}")
+    if not has_oracle(env, directory):
+        raise ValueError(f"no oracle for {env.name!r}: azjax ships labels for "
+                         f"{sorted(_FORMATS)}; for another game give a directory of its "
+                         "*.jsonl labels")
     if directory is None and env.name == "tic_tac_toe":
         return dict(_load_minimax(env))
     if directory is None:
@@ -422,7 +458,7 @@ def oracle_files(env: Env, directory: str | Path) -> list[Path]:
     Raises:
       FileNotFoundError: a missing directory, or one without the game's oracle files.
     """
-    fmt = _FORMATS[env.name]
+    fmt = _FORMATS.get(env.name) or _generic_format(env.name)
     folder = Path(directory)
     if not folder.is_dir():
         raise FileNotFoundError(f"oracle directory {folder} does not exist ({env.name} oracle)")
@@ -437,7 +473,7 @@ def oracle_files(env: Env, directory: str | Path) -> list[Path]:
 
 @functools.cache
 def _load_files(env: Env, directory: str) -> dict[str, OracleSet]:
-    fmt = _FORMATS[env.name]
+    fmt = _FORMATS.get(env.name) or _generic_format(env.name)
     files = oracle_files(env, directory)
     groups = {
         f.stem: (
