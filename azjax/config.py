@@ -283,8 +283,9 @@ class EvalConfig:
     games that have one (tic-tac-toe, connect four)."""
     oracle_dir: str = ""
     """Folder of the oracle files; "" = the game's default (azjax's own tic-tac-toe table,
-    else `$AZJAX_ORACLES`, else the sets packaged in azjax/data/oracles). Valid: "" or a folder
-    holding the game's oracle files (checked when training starts)."""
+    else `$AZJAX_ORACLES`, else the sets packaged in azjax/data/oracles). Any game: a folder of
+    its labels in the generic format (`*.jsonl`, moves and preserving moves as action ids).
+    Valid: "" or a folder holding the game's oracle files (checked when training starts)."""
     oracle_positions: int = 0
     """Scores only the first N positions of each oracle set; 0 = all. Valid: >= 0."""
     arena_games: int = 200

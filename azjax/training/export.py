@@ -289,7 +289,9 @@ def _reproduce(config, extra: dict, spec: str) -> list[str]:
     at_export = evaluation.get("eval/measured_at") == "export"
     commands = []
     if any(k.startswith("eval/oracle/") for k in evaluation):
-        commands.append(f"azjax eval {spec} --oracle")
+        # A game without packaged labels is scored on its config's folder of them.
+        folder = config.eval.oracle_dir
+        commands.append(f"azjax eval {spec} --oracle" + (f" {folder}" if folder else ""))
     by_games: dict[int, list[str]] = {}
     for opponent, count in _arena_games(evaluation).items():
         by_games.setdefault(count, []).append(opponent)
