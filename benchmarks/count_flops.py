@@ -1,5 +1,8 @@
-"""FLOPs per network evaluation and parameters of each config's network (search never runs the
-material head, so it is left out of the FLOPs but counted in the parameters).
+"""FLOPs per network evaluation and per trained sample, and parameters, of each config's network:
+what a run's compute accounting counts (`azjax.training.compute`). An evaluation is the search's
+forward pass (its matmul dtype, symmetry averaging if on; search never runs the material head, so
+it is left out of the FLOPs but counted in the parameters), measured at batch 256 and divided by
+it; a trained sample is one compiled update step (forward, backward, optimizer) / the batch.
 
     python benchmarks/count_flops.py experiments/connect_four.yaml experiments/draughts.yaml
 """
@@ -12,25 +15,29 @@ import jax
 
 import envs
 from azjax.config import load_config
-from azjax.core.network import count_flops, init_network, make_network
+from azjax.core.learner import Learner
+from azjax.core.network import init_network
+from azjax.training.compute import flop_costs
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("configs", nargs="+", help="experiment YAML files")
     args = parser.parse_args()
-    print("| config | game | observation | FLOPs / evaluation | parameters |")
-    print("|---|---|---|---:|---:|")
+    print("| config | game | observation | FLOPs / evaluation | FLOPs / trained sample | "
+          "parameters |")
+    print("|---|---|---|---:|---:|---:|")
     for path in args.configs:
         config = load_config(path)
         env = envs.make(config.game)
         variables = init_network(config.network, env.num_actions, env.observation_shape,
                                  jax.random.PRNGKey(0))
-        _, apply_fn = make_network(config.network, env.num_actions)
-        flops = count_flops(apply_fn, variables, env.observation_shape)
+        costs = flop_costs(env, config, Learner(env, config).update_flops())
         params = sum(int(leaf.size) for leaf in jax.tree.leaves(variables))
-        print(f"| {path} | {config.game} | {list(env.observation_shape)} | {flops:,.0f} | "
-              f"{params:,} |")
+        trained = f"{costs.per_trained_sample:,.0f}" + (
+            "" if costs.trained_sample_source == "cost_analysis" else " (3x forward)")
+        print(f"| {path} | {config.game} | {list(env.observation_shape)} | "
+              f"{costs.per_evaluation:,.0f} | {trained} | {params:,} |")
 
 
 if __name__ == "__main__":

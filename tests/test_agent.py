@@ -350,7 +350,8 @@ def test_cli_report_tabulates_every_evaluation_of_a_run(tiny_run):
     run_dir, _ = tiny_run
     result = RUNNER.invoke(app, ["report", str(run_dir)])
     assert result.exit_code == 0, result.output
-    lines = result.output.strip().splitlines()
+    table, totals = result.output.strip().split("\n\n")
+    lines = table.splitlines()
     assert lines[0] == ("| iteration | `wall_s` | positions | mean (raw / search) | "
                         "vs random |")
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
@@ -359,7 +360,11 @@ def test_cli_report_tabulates_every_evaluation_of_a_run(tiny_run):
     assert lines[3].split(" | ")[3] == (f"{second['eval/oracle/raw_error']:.1f} / "
                                         f"{second['eval/oracle/search_error']:.1f}")
     assert lines[3].split(" | ")[4] == f"{second['eval/vs_random/score']:.3f} |"
-    assert RUNNER.invoke(app, ["report", str(run_dir), "--last", "1"]).output.count("\n") == 3
+    last = next(r for r in reversed(records) if "positions_per_s" in r)
+    assert totals.startswith(f"Totals: 4 iterations, {last['positions']:,} positions")
+    assert f"{last['flops/total']:.3g} FLOPs" in totals
+    table = RUNNER.invoke(app, ["report", str(run_dir), "--last", "1"]).output.split("\n\n")[0]
+    assert table.count("\n") == 2
 
 
 def test_cli_errors_are_one_line(tmp_path):

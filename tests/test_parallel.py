@@ -60,6 +60,8 @@ _FOUR_DEVICE_SCRIPT = textwrap.dedent("""
     out["same_games"] = close(reference.selfplay, mesh_run.selfplay)
     out["games_finished"] = [int(plain_metrics["selfplay/games_finished"]),
                              int(metrics["selfplay/games_finished"])]
+    out["network_evaluations"] = [int(plain_metrics["selfplay/network_evaluations"]),
+                                  int(metrics["selfplay/network_evaluations"])]
     out["same_replay"] = close(reference.replay, mesh_run.replay)
     out["replay_size"] = [int(reference.replay.size), int(mesh_run.replay.size)]
     out["max_param_diff"] = max_diff(reference.train.params, mesh_run.train.params)
@@ -84,6 +86,7 @@ _FOUR_DEVICE_SCRIPT = textwrap.dedent("""
     out["split_same_games"] = close(reference.selfplay, split_run.selfplay)
     out["split_same_replay"] = close(reference.replay, split_run.replay)
     out["split_losses"] = [float(plain_metrics["loss"]), float(split_metrics["loss"])]
+    out["split_network_evaluations"] = int(split_metrics["selfplay/network_evaluations"])
     out["split_max_param_diff"] = max_diff(reference.train.params, split_run.train.params)
     split.compile(split_run)
     reference, _ = plain.iteration(reference, jax.random.PRNGKey(3))
@@ -162,6 +165,11 @@ def test_a_sharded_iteration_equals_the_unsharded_one_from_the_same_seed(four_de
     assert four_devices["same_start"]  # init: the same run state as on one device
     assert four_devices["same_games"]  # games, step records and what was emitted
     assert four_devices["games_finished"][0] == four_devices["games_finished"][1] > 0
+    # every device's searches counted: T = 9 steps x B games x (1 root + the simulations)
+    config = tiny_config()
+    evaluations = 9 * config.selfplay.batch_size * (config.search.num_simulations + 1)
+    assert four_devices["network_evaluations"] == [evaluations, evaluations]
+    assert four_devices["split_network_evaluations"] == evaluations
     assert four_devices["replay_size"][0] == four_devices["replay_size"][1] > 0
     assert four_devices["same_replay"]
     assert abs(four_devices["losses"][0] - four_devices["losses"][1]) < 1e-5

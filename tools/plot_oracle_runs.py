@@ -1,4 +1,5 @@
-"""Oracle error per set for one or several runs on one figure, against positions or wall_s.
+"""Oracle error per set for one or several runs on one figure, against positions, wall_s,
+train_wall_s (wall_s without evaluation) or FLOPs (`flops/total`).
 
     python tools/plot_oracle_runs.py "docs/runs/c4_wide=CPU, 2 cores" \
         "docs/runs/c4_h100_seed0=H100" --x positions --out /tmp/c4.png
@@ -29,22 +30,29 @@ TARGETS = {"connect_four": {"Test_L3_R1": 0.5, "Test_L2_R1": 0.5, "Test_L2_R2": 
                             "Test_L1_R1": 0.5, "Test_L1_R2": 2.0, "Test_L1_R3": 7.0}}
 
 
+# --x: (the metrics key, the axis label)
+X_AXES = {"positions": ("positions", "self-play positions"), "wall_s": ("wall_s", "wall_s"),
+          "train_wall_s": ("train_wall_s", "train_wall_s (evaluation excluded)"),
+          "flops": ("flops/total", "FLOPs (self-play + training)")}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("runs", nargs="+", help="RUN_DIR or RUN_DIR=LABEL")
-    parser.add_argument("--x", choices=["positions", "wall_s"], default="positions")
+    parser.add_argument("--x", choices=list(X_AXES), default="positions")
     parser.add_argument("--xscale", choices=["log", "linear"], default="log")
     parser.add_argument("--ymax", type=float, default=30.0, help="top of the error axis (%%)")
     parser.add_argument("--out", required=True, help="PNG to write")
     args = parser.parse_args()
+    x_key, x_label = X_AXES[args.x]
 
     runs = []
     for spec in args.runs:
         path, _, label = spec.partition("=")
         records = [r for r in read_metrics(Path(path) / "metrics.jsonl")
-                   if "eval/oracle/search_error" in r and r.get(args.x)]
+                   if "eval/oracle/search_error" in r and r.get(x_key)]
         if not records:
-            parser.error(f"{path}: no oracle evaluations with {args.x!r} in metrics.jsonl")
+            parser.error(f"{path}: no oracle evaluations with {x_key!r} in metrics.jsonl")
         runs.append((label or Path(path).name, run_game(path), records))
     games = {game for _, game, _ in runs}
     if len(games) != 1:
@@ -66,7 +74,7 @@ def main() -> None:
         for (label, _, records), colour in zip(runs, colours, strict=False):
             for kind, style in (("search", "-"), ("raw", ":")):
                 key = f"eval/oracle/set/{name}/{kind}" if name else f"eval/oracle/{kind}_error"
-                points = [(r[args.x], r[key]) for r in records if key in r]
+                points = [(r[x_key], r[key]) for r in records if key in r]
                 if points:
                     xs, ys = zip(*points, strict=True)
                     ax.plot(xs, ys, style, color=colour, lw=1.3,
@@ -80,7 +88,7 @@ def main() -> None:
     for ax in axes.flat[len(names):]:
         ax.axis("off")
     for ax in axes[-1]:
-        ax.set_xlabel("self-play positions" if args.x == "positions" else "wall_s")
+        ax.set_xlabel(x_label)
     for ax in axes[:, 0]:
         ax.set_ylabel("error (%)")
     # At most four columns, filled column by column (a run's search line over its raw one),

@@ -197,11 +197,15 @@ def report(
     last: Annotated[int | None, typer.Option(min=1, help="Only the last N rows")] = None,
 ) -> None:
     """Print a run's evaluations as a Markdown table: oracle errors per set (raw / search),
-    their mean and arena scores, against iteration, wall_s and positions."""
-    from azjax.training.report import report_table
+    their mean and arena scores, against iteration, wall_s and positions; then the run's
+    totals (positions, FLOPs, evaluation and training seconds)."""
+    from azjax.training.report import report_table, run_totals
 
     try:
         typer.echo(report_table(run_dir, every=every, last=last))
+        totals = run_totals(run_dir)
+        if totals:
+            typer.echo("\n" + totals)
     except _user_errors() as error:
         _fail(error)
 

@@ -305,6 +305,31 @@ class Learner:
                                                                       play_key)
             self.update_step = update.result()
 
+    def update_flops(self) -> float:
+        """FLOPs of one update step at `train.batch_size` (sampling, augmentation, forward,
+        backward and the optimizer), from XLA's cost analysis of one compiled step.
+
+        Always a single step on one device: XLA's analysis counts a scan's body once (so not
+        the `updates_per_call` scan), and a partitioned program's is one device's share. The
+        step `compile()` built is reused when it is that; else one more is compiled.
+
+        Returns:
+          The step's floating-point operations (0.0 if XLA reports none).
+        """
+        compiled = self.update_step
+        if not (self.mesh is None and self.config.train.updates_per_call == 1
+                and isinstance(compiled, jax.stages.Compiled)):
+            single = self if self.mesh is None else Learner(self.env, self.config)
+            key = jax.random.PRNGKey(0)
+            abstract = jax.eval_shape(single._init_state, key)
+            compiled = jax.jit(single._update).lower(
+                abstract.train, abstract.replay, key,
+                replay_lib.window_size(self.config.replay, 0)).compile()
+        analysis = compiled.cost_analysis()
+        if isinstance(analysis, list):
+            analysis = analysis[0] if analysis else {}
+        return float((analysis or {}).get("flops", 0.0))
+
     # ---- one iteration (host loop over compiled calls) -------------------------------------
 
     def iteration(self, run: RunState, key: chex.PRNGKey) -> tuple[RunState, dict[str, Any]]:
@@ -316,7 +341,8 @@ class Learner:
 
         Returns:
           The new state and the metrics: host floats, losses averaged over the K updates,
-          self-play counts of the chunk.
+          self-play counts of the chunk, and `train/update_steps` (K, or 0 while the buffer
+          fills).
         """
         cfg = self.config
         k_play, k_train = jax.random.split(key)
@@ -336,4 +362,5 @@ class Learner:
         metrics, step = jax.device_get((metrics, train.step))  # one transfer for both
         if update_metrics:  # the rate of the iteration's last update step (optax counts from 0)
             metrics["train/learning_rate"] = float(self.learning_rate(int(step) - 1))
+        metrics["train/update_steps"] = cfg.train.updates_per_iteration if update_metrics else 0
         return run, metrics

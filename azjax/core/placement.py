@@ -225,7 +225,8 @@ def _sum_device_stats(stats: SelfPlayStats) -> SelfPlayStats:
         second_player_wins=jnp.sum(stats.second_player_wins),
         draws=jnp.sum(stats.draws),
         mean_game_length=steps_played / jnp.maximum(finished, 1).astype(jnp.float32),
-        mean_root_value=jnp.mean(stats.mean_root_value))
+        mean_root_value=jnp.mean(stats.mean_root_value),
+        network_evaluations=jnp.sum(stats.network_evaluations))
 
 
 # ---- placements: one per device layout ---------------------------------------------------------

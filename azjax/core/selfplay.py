@@ -57,6 +57,9 @@ class SelfPlayStats:
     draws: jax.Array  # int32 [] (truncated games count as draws here)
     mean_game_length: jax.Array  # float32 []: steps played / games finished (steady state)
     mean_root_value: jax.Array  # float32 [], search value at the root, mover's view
+    # int32 []: network evaluations of the chunk's searches, each 1 at the root + 1 per
+    # simulation (the root's visits), fast searches (`fast_simulations`) included
+    network_evaluations: jax.Array
 
 
 # selfplay(variables, key, state, first_game=0) -> (state, positions [B * 2T], emit bool
@@ -241,7 +244,7 @@ def _play_chunk(setup: _ChunkSetup, variables: Any, key: chex.PRNGKey, state: Se
     keys = jax.random.split(key, setup.chunk)
     first_game = jnp.asarray(first_game, jnp.uint32)
     material = state.previous.material is not None
-    (games, opening), (records, root_values) = jax.lax.scan(
+    (games, opening), (records, root_values, evaluations) = jax.lax.scan(
         lambda carry, k: _play_step(setup, variables, carry, k, first_game, material),
         (state.games, state.opening_moves), keys)
     positions, emit, emitted_now = emit_positions(
@@ -253,11 +256,13 @@ def _play_chunk(setup: _ChunkSetup, variables: Any, key: chex.PRNGKey, state: Se
     chex.assert_shape(positions.policy, (window, setup.env.num_actions))
     new_state = SelfPlayState(games=games, opening_moves=opening, previous=records,
                               previous_emitted=emitted_now)
-    return new_state, positions, emit, _chunk_stats(records, root_values)
+    return new_state, positions, emit, _chunk_stats(records, root_values, evaluations)
 
 
-def _chunk_stats(records: StepRecord, root_values: jax.Array) -> SelfPlayStats:
-    """The chunk's counts from its records [T, B] and root values float32 [T, B]."""
+def _chunk_stats(records: StepRecord, root_values: jax.Array,
+                 evaluations: jax.Array) -> SelfPlayStats:
+    """The chunk's counts from its records [T, B], root values float32 [T, B] and network
+    evaluations int32 [T]."""
     chex.assert_equal_shape([records.done, root_values])
     chunk, batch = records.done.shape
     finished = records.done
@@ -270,6 +275,7 @@ def _chunk_stats(records: StepRecord, root_values: jax.Array) -> SelfPlayStats:
         draws=jnp.sum(finished & (rewards0 == 0)).astype(jnp.int32),
         mean_game_length=(chunk * batch) / jnp.maximum(num_finished, 1).astype(jnp.float32),
         mean_root_value=jnp.mean(root_values),
+        network_evaluations=jnp.sum(evaluations, dtype=jnp.int32),
     )
 
 
@@ -277,7 +283,8 @@ def _play_step(setup: _ChunkSetup, variables: Any, carry: tuple[Any, jax.Array],
                key: chex.PRNGKey, first_game: jax.Array, material: bool):
     """One lockstep step of the B games: search, pick the moves, play them, record, reset the
     finished games. carry: (env states [B], opening moves int32 [B]); returns the new carry
-    and (the step's `StepRecord` [B], the search's root values float32 [B])."""
+    and (the step's `StepRecord` [B], the search's root values float32 [B], its network
+    evaluations int32 [])."""
     env, config = setup.env, setup.config
     games, opening = carry
     per_game = config.per_game_randomness
@@ -310,7 +317,10 @@ def _play_step(setup: _ChunkSetup, variables: Any, carry: tuple[Any, jax.Array],
     fresh, new_opening = _fresh_games(env, config, k_init, k_open)
     games = _select_games(done, fresh, stepped)
     opening = jnp.where(done, new_opening, opening)
-    return (games, opening), (record, out.value)
+    # Each search evaluates its root once and once per simulation; every simulation visits
+    # one of the root's children, so the visits count the simulations (full or fast).
+    evaluations = config.batch_size + jnp.sum(out.visit_counts, dtype=jnp.int32)
+    return (games, opening), (record, out.value, evaluations)
 
 
 def _step_keys(key: chex.PRNGKey, first_game: jax.Array, batch: int, per_game: bool):

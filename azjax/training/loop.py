@@ -52,6 +52,7 @@ from azjax.core.placement import local_copy, make_mesh, mesh_description, update
 from azjax.evaluation.measure import PROGRESS_LINE_EVERY_S, shows_a_bar
 from azjax.model_files import CheckpointError, save_model
 from azjax.training.checkpoint import RunCheckpointer
+from azjax.training.compute import ComputeTotals, FlopCosts, flop_costs
 from azjax.training.metrics import MetricsLogger, plot_curves, read_metrics
 
 __all__ = ["TrainingError", "RunResult", "train", "open_run"]
@@ -426,6 +427,7 @@ class _Segment:
     started: float  # time.perf_counter() when the call started
     wall_offset: float  # the wall seconds of the run's earlier segments
     positions_per_iteration: int
+    costs: FlopCosts  # FLOPs per network evaluation and per trained sample
 
     def wall_s(self) -> float:
         """The run's wall seconds so far, earlier segments included."""
@@ -441,6 +443,7 @@ class _LoopState:
     time_to_perfect: float | None
     untrained: Any  # the untrained network's params, until the first evaluation scores them
     snapshotted: int  # the last iteration snapshotted in this segment, or the one resumed from
+    compute: ComputeTotals  # the run's FLOPs and evaluation seconds so far
     last_record: dict[str, Any] = dataclasses.field(default_factory=dict)
     budget_spent: bool = False
     stop_early: bool = False  # the perfect-play bar met with budget.stop_when_perfect
@@ -493,8 +496,11 @@ def train(config: ExperimentConfig, run_dir: str | Path, *, show_progress: bool 
         progress.close()
         segment.logger.close()
         segment.checkpointer.close()
-    summary = {"event": "end", "iteration": loop.iteration, "wall_s": segment.wall_s(),
-               "time_to_perfect_s": loop.time_to_perfect, "stopped_by": stop.signal_name}
+    wall = segment.wall_s()
+    summary = {"event": "end", "iteration": loop.iteration, "wall_s": wall,
+               "time_to_perfect_s": loop.time_to_perfect, "stopped_by": stop.signal_name,
+               "flops/total": sum(loop.compute.flops.values()),
+               **loop.compute.wall_fields(wall)}
     segment.main.write_end(summary)
     return RunResult(segment.run_dir, loop.iteration, segment.wall_s(), loop.last_record,
                      loop.time_to_perfect, stopped_by=stop.signal_name)
@@ -539,11 +545,14 @@ def _start(config: ExperimentConfig, run_dir: Path, evaluator_factory: Callable 
     learner.compile(state)
     segment = _Segment(config, run_dir, learner, evaluator, checkpointer, logger, main,
                        host_params, train_key, eval_key, started, wall_offset,
-                       int(np.prod(state.selfplay.previous.player.shape)))
+                       int(np.prod(state.selfplay.previous.player.shape)),
+                       flop_costs(env, config, learner.update_flops()))
     _announce(segment, mesh, iteration, resume)
+    compute = (ComputeTotals() if resume is None else ComputeTotals.from_saved(
+        resume, read_metrics(run_dir / "metrics.jsonl"), iteration))
     return segment, _LoopState(state, iteration, time_to_perfect,
                                _untrained_params(segment, state, init_key, resume),
-                               snapshotted=iteration)
+                               snapshotted=iteration, compute=compute)
 
 
 def _announce(segment: _Segment, mesh: Any, iteration: int,
@@ -559,6 +568,7 @@ def _announce(segment: _Segment, mesh: Any, iteration: int,
     segment.logger.log({
         "event": "resume" if resume else "start", "iteration": iteration,
         "wall_s": segment.wall_s(), **layout, "updates_on_one_device": segment.learner.split,
+        **segment.costs.as_record(),
         **({"config_changed": resume["changed"]} if resume and resume["changed"] else {})})
 
 
@@ -599,6 +609,7 @@ def _iterate(segment: _Segment, loop: _LoopState) -> dict[str, Any]:
                   float(metrics["selfplay/first_player_wins"]) / finished,
               "selfplay/draw_rate": float(metrics["selfplay/draws"]) / finished,
               **{k: float(v) for k, v in metrics.items()}}
+    record.update(loop.compute.add_iteration(metrics, segment.costs))
     loop.unlogged = record
     loop.train_s = time.perf_counter() - step_start
     # Decided once: when the next iteration (trained and evaluated as this one and the last
@@ -621,6 +632,7 @@ def _evaluate_and_snapshot(segment: _Segment, loop: _LoopState, record: dict[str
     from azjax.evaluation.evaluator import arenas_due
 
     config, iteration = segment.config, loop.iteration
+    started = time.perf_counter()  # the untrained network's scores and gating count too
     if loop.untrained is not None:
         _score_untrained(segment, loop)
     if config.eval.gating:
@@ -632,6 +644,8 @@ def _evaluate_and_snapshot(segment: _Segment, loop: _LoopState, record: dict[str
         arenas=arenas_due(config, iteration, last=loop.budget_spent))
     loop.eval_s = time.perf_counter() - eval_start
     record.update(eval_metrics)
+    record["eval/seconds"] = time.perf_counter() - started
+    loop.compute.eval_wall_s += record["eval/seconds"]
     record["wall_s"] = segment.wall_s()
     perfect = bool(eval_metrics.get("eval/perfect", False))
     loop.stop_early = perfect and config.budget.stop_when_perfect
@@ -670,6 +684,7 @@ def _gate(segment: _Segment, loop: _LoopState, record: dict[str, Any]) -> None:
 
 def _log_and_checkpoint(segment: _Segment, loop: _LoopState, record: dict[str, Any]) -> None:
     """Logs the iteration's record; redraws the curves and checkpoints when they are due."""
+    record.update(loop.compute.wall_fields(record["wall_s"]))
     segment.logger.log(record)
     loop.unlogged, loop.last_record = None, record
     if loop.iteration % segment.config.eval.every_iterations == 0:
@@ -683,7 +698,7 @@ def _save(segment: _Segment, loop: _LoopState) -> None:
     config, iteration = segment.config, int(loop.state.iteration)
     meta = {"config": config_to_dict(config), "wall_s": segment.wall_s(),
             "iteration": iteration, "time_to_perfect_s": loop.time_to_perfect,
-            "seed": config.seed, "game": config.game}
+            "seed": config.seed, "game": config.game, "compute": loop.compute.as_meta()}
     segment.checkpointer.save(iteration, loop.state, meta)
 
 

@@ -2,7 +2,8 @@
 
 One row per evaluation: iteration, `wall_s`, positions, each oracle set's raw / search error
 (set names from the game's oracle, e.g. End-Easy), their mean, and each arena's score. What the
-docs' per-run tables are made of, without copying numbers by hand.
+docs' per-run tables are made of, without copying numbers by hand. `run_totals` sums the run up:
+iterations, positions, FLOPs by part and the wall seconds spent evaluating and training.
 """
 
 from __future__ import annotations
@@ -90,3 +91,30 @@ def _pair(record: dict[str, Any], raw: str, search: str) -> str:
         return ""
     return f"{record[raw]:.1f} / {record[search]:.1f}"
 
+
+
+def run_totals(run_dir: str | Path) -> str:
+    """One line of the run's totals at its last logged iteration: iterations, positions, FLOPs
+    (by part) and `wall_s` split into evaluation and the rest ("" before any iteration).
+
+    Raises:
+      FileNotFoundError: no metrics.jsonl in `run_dir`.
+    """
+    path = Path(run_dir) / "metrics.jsonl"
+    if not path.is_file():
+        raise FileNotFoundError(f"no metrics.jsonl in {run_dir} (is it a run dir?)")
+    iterations = [r for r in read_metrics(path) if "positions_per_s" in r]
+    if not iterations:
+        return ""
+    last = iterations[-1]
+    text = (f"Totals: {last['iteration']} iterations, {int(last['positions']):,} positions, "
+            f"wall_s {last['wall_s']:,.0f}")
+    if "eval_wall_s" in last:
+        rate = last["positions"] / max(last["train_wall_s"], 1e-9)
+        text += (f" (evaluation {last['eval_wall_s']:,.0f}, self-play + training "
+                 f"{last['train_wall_s']:,.0f}: {rate:,.0f} positions/s)")
+    if "flops/total" in last:
+        parts = ", ".join(f"{k.split('/', 1)[1]} {v:.3g}" for k, v in last.items()
+                          if k.startswith("flops/") and k != "flops/total")
+        text += f", {last['flops/total']:.3g} FLOPs ({parts})"
+    return text + "."

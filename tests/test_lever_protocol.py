@@ -1,0 +1,75 @@
+"""tools/lever_protocol.py: the comparison at equal time and FLOPs; a tiny protocol end to end."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+
+import pytest
+from conftest import REPO_ROOT
+
+_SPEC = importlib.util.spec_from_file_location("lever_protocol",
+                                               REPO_ROOT / "tools" / "lever_protocol.py")
+lever = importlib.util.module_from_spec(_SPEC)
+sys.modules["lever_protocol"] = lever  # its dataclass looks its module up
+_SPEC.loader.exec_module(lever)
+
+
+def _records(points):
+    """Evaluation records (iteration, train_wall_s, flops, search, raw) of one oracle set."""
+    return [{"iteration": i, "wall_s": t + 1.0, "train_wall_s": t, "flops/total": f,
+             "eval/oracle/search_error": s, "eval/oracle/raw_error": r,
+             "eval/oracle/set/A/search": s, "eval/oracle/set/A/raw": r,
+             "eval/oracle/set/B/search": s + 2.0, "eval/oracle/set/B/raw": r + 2.0}
+            for i, t, f, s, r in points]
+
+
+def test_the_pair_is_compared_at_the_shorter_run_s_end_by_time_and_by_flops():
+    # the baseline runs to 100 s / 1000 FLOPs, the variant to 60 s but 2000 FLOPs
+    baseline = _records([(10, 50.0, 500.0, 20.0, 40.0), (20, 100.0, 1000.0, 10.0, 30.0)])
+    variant = _records([(10, 30.0, 1000.0, 16.0, 36.0), (20, 60.0, 2000.0, 8.0, 28.0)])
+    compared = lever.compare_pair(baseline, variant)
+    at, (base, var) = compared["train_wall_s", "search"]
+    # 60 s: the baseline 20 -> 10 between 50 and 100 s, a fifth of the way; mean of A and A + 2
+    assert at == 60.0 and base == pytest.approx(18.0 + 1.0) and var == pytest.approx(9.0)
+    at, (base, var) = compared["flops/total", "raw"]
+    # 1000 FLOPs: the baseline's end, the variant's first evaluation
+    assert at == 1000.0 and base == pytest.approx(31.0) and var == pytest.approx(37.0)
+
+
+def test_a_curve_starts_at_the_untrained_network_at_zero():
+    records = [{"iteration": 0, "wall_s": 3.0, "untrained/oracle/search_error": 50.0,
+                "untrained/oracle/raw_error": 60.0}] + _records([(5, 10.0, 100.0, 20.0, 30.0)])
+    xs, ys = lever.curve(records, "flops/total", lambda r: r["eval/oracle/search_error"])
+    assert list(xs) == [0.0, 100.0] and list(ys) == [50.0, 20.0]
+
+
+def test_the_protocol_end_to_end_on_tiny_tic_tac_toe(tmp_path):
+    config = tmp_path / "tiny.yaml"
+    config.write_text(f"base: {REPO_ROOT / 'experiments' / 'tic_tac_toe.yaml'}\n"
+                      "network: {hidden: [32]}\n"
+                      "search: {num_simulations: 4, max_num_considered_actions: 4}\n"
+                      "selfplay: {batch_size: 8}\nreplay: {capacity: 512}\n"
+                      "train: {batch_size: 16, updates_per_iteration: 2}\n")
+    out = tmp_path / "out"
+    env = {**os.environ, "JAX_COMPILATION_CACHE_DIR": str(REPO_ROOT / ".jax_cache")}
+    command = [sys.executable, str(REPO_ROOT / "tools" / "lever_protocol.py"),
+               f"sims8={config}", "--set", "sims8:search.num_simulations=8",
+               "--baseline", str(config), "--budget-s", "40", "--eval-every", "20",
+               "--out", str(out), "--side-by-side"]
+    result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=400)
+    assert result.returncode == 0, result.stdout + result.stderr
+    rows = [line.split(" | ")[0].strip("| ") for line in (out / "table.md").read_text()
+            .splitlines()[2:4]]
+    assert rows == ["baseline@1", "sims8"]
+    assert (out / "curves.png").stat().st_size > 0
+    assert not (out / "sims8" / "checkpoints").exists()  # the replay buffer is not kept
+    assert "taskset -c" in (out / "sims8" / "log.txt").read_text().splitlines()[0]
+    # the table is rebuilt from the run dirs alone
+    (out / "table.md").unlink()
+    subprocess.run([sys.executable, str(REPO_ROOT / "tools" / "lever_protocol.py"),
+                    "--report-only", "--out", str(out)], check=True, capture_output=True,
+                   env=env, timeout=120)
+    assert "| sims8 |" in (out / "table.md").read_text()
