@@ -57,7 +57,7 @@ def test_the_protocol_end_to_end_on_tiny_tic_tac_toe(tmp_path):
     env = {**os.environ, "JAX_COMPILATION_CACHE_DIR": str(REPO_ROOT / ".jax_cache")}
     command = [sys.executable, str(REPO_ROOT / "tools" / "lever_protocol.py"),
                f"sims8={config}", "--set", "sims8:search.num_simulations=8",
-               "--baseline", str(config), "--budget-s", "40", "--eval-every", "20",
+               "--baseline", str(config), "--budget-s", "60", "--eval-every", "20",
                "--out", str(out), "--side-by-side"]
     result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=400)
     assert result.returncode == 0, result.stdout + result.stderr

@@ -46,8 +46,10 @@ from azjax.training.metrics import read_metrics, run_game  # noqa: E402
 from azjax.training.report import evaluation_records  # noqa: E402
 
 SET_PREFIX = "eval/oracle/set/"
-# Single-threaded XLA:CPU: one intra-op thread, on top of the pinning to one core
-SINGLE_THREAD_XLA = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+# Single-threaded XLA:CPU beside the pinning: XLA sizes its intra-op pool from the affinity mask
+# (one core: one thread), and Eigen's own multi-threading is switched off. (The pool has no
+# flag of its own; `intra_op_parallelism_threads=1` would be read as a file name.)
+SINGLE_THREAD_XLA = "--xla_cpu_multi_thread_eigen=false"
 RARE_CHECKPOINTS = 1_000_000  # each checkpoint holds the replay buffer; the run's end saves one
 
 
@@ -162,7 +164,8 @@ def load_run(out: Path, name: str) -> list[dict]:
     """A run's metrics records; exits with a clear message when it has no evaluation."""
     records = read_metrics(out / name / "metrics.jsonl")
     if not any("eval/oracle/search_error" in r for r in records):
-        raise SystemExit(f"{out / name}: no oracle evaluation in metrics.jsonl")
+        raise SystemExit(f"{out / name}: no oracle evaluation in metrics.jsonl (a budget "
+                         "shorter than the start-up and the first evaluations?)")
     return records
 
 
