@@ -6,13 +6,50 @@ N simulations, C replay capacity, S symmetries; `*obs` is the game's observation
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
 import jax
-from flax import struct
 
-__all__ = ["Positions"]
+__all__ = ["Positions", "struct_with_late_fields"]
 
 
-@struct.dataclass
+def struct_with_late_fields(*late: str) -> Callable[[type], type]:
+    """A frozen dataclass pytree, like `flax.struct.dataclass` (every field a child, keyed by
+    its name; a `replace` method), whose `late` fields are left out of the pytree while they
+    are None: fields added after runs were checkpointed, so a run without them keeps the
+    exact pytree, and checkpoint layout, it had before they existed."""
+
+    def wrap(cls: type) -> type:
+        cls = dataclasses.dataclass(frozen=True)(cls)
+        names = tuple(f.name for f in dataclasses.fields(cls))
+        unknown = set(late) - set(names)
+        if unknown:
+            raise TypeError(f"{cls.__name__} has no fields {sorted(unknown)}")
+
+        def present(x) -> tuple[str, ...]:
+            return tuple(n for n in names if n not in late or getattr(x, n) is not None)
+
+        def flatten_with_keys(x):
+            kept = present(x)
+            return [(jax.tree_util.GetAttrKey(n), getattr(x, n)) for n in kept], kept
+
+        def flatten(x):
+            kept = present(x)
+            return [getattr(x, n) for n in kept], kept
+
+        def unflatten(kept, children):
+            return cls(**dict(zip(kept, children, strict=True)))
+
+        jax.tree_util.register_pytree_with_keys(cls, flatten_with_keys, unflatten, flatten)
+        cls.replace = lambda self, **updates: dataclasses.replace(self, **updates)
+        return cls
+
+    return wrap
+
+
+@struct_with_late_fields("state", "outcome")
 class Positions:
     """Training positions, any leading shape (e.g. [T, B] from self-play, [C] in the buffer)."""
 
@@ -23,3 +60,9 @@ class Positions:
     # float32 [...], the game's final material difference for the player to move
     # (`Env.material`), under `value_mask`; None when the run has no material head
     material: jax.Array | None = None
+    # env State [...] of the position before its move (the tree env self-play walks), for
+    # reanalysis and branching starts; None when neither is on
+    state: Any = None
+    # float32 [...], the game's outcome z for the player to move (`value` mixes z with the
+    # search value), under `value_mask`; None exactly when `state` is
+    outcome: jax.Array | None = None
