@@ -119,6 +119,16 @@ def test_fraction_zero_changes_nothing():
         np.testing.assert_array_equal(a, b)
 
 
+def test_updates_per_call_only_groups_the_reanalysed_updates():
+    grouped, _ = _params_after(_config(fraction=0.25), iterations=2)
+    one_by_one, _ = _params_after(dataclasses.replace(
+        _config(fraction=0.25), train=dataclasses.replace(TRAIN, updates_per_call=1)),
+        iterations=2)
+    for a, b in zip(jax.tree.leaves(grouped.train.params),
+                    jax.tree.leaves(one_by_one.train.params), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+
+
 def test_a_tiny_run_reanalyses_and_resumes(tmp_path):
     from azjax.training.loop import train
 

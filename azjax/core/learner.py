@@ -4,8 +4,10 @@ One iteration = a jitted self-play chunk that also adds its finished games to th
 buffer, then K update steps: by default K calls of one jitted step from a Python loop (the
 programs every earlier run used), or with `train.updates_per_call: n` K / n calls of one
 `lax.scan` over n steps, drawing the same K keys (on the tic-tac-toe config the scan took 0.68x
-the loop's time, `benchmarks/bench_update_steps.py`). Every function compiles once; the big
-buffers are donated so XLA updates them in place.
+the loop's time, `benchmarks/bench_update_steps.py`). With `reanalyse.fraction` > 0 one more
+jitted call before the updates re-searches positions of the buffer (`azjax.core.reanalyse`) and
+each update's batch takes its share of them. Every function compiles once; the big buffers are
+donated so XLA updates them in place.
 
 Where the state lives and how each function is compiled is the placement's
 (`azjax.core.placement`): plain jit on one device; over a mesh, `NamedSharding`s with the games

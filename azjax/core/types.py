@@ -17,9 +17,13 @@ __all__ = ["Positions", "struct_with_late_fields"]
 
 def struct_with_late_fields(*late: str) -> Callable[[type], type]:
     """A frozen dataclass pytree, like `flax.struct.dataclass` (every field a child, keyed by
-    its name; a `replace` method), whose `late` fields are left out of the pytree while they
-    are None: fields added after runs were checkpointed, so a run without them keeps the
-    exact pytree, and checkpoint layout, it had before they existed."""
+    its name; a `replace` method), whose `late` fields are left out of the pytree while all of
+    them are None: fields added after runs were checkpointed, so a run without them keeps the
+    exact pytree, and checkpoint layout, it had before they existed.
+
+    Orbax maps every leaf to None (its save arguments) and expects the same structure back, so
+    the late fields must not all be bare arrays: one of them should be a pytree node (an env
+    State), whose mapped copy is not None itself."""
 
     def wrap(cls: type) -> type:
         cls = dataclasses.dataclass(frozen=True)(cls)
@@ -29,7 +33,9 @@ def struct_with_late_fields(*late: str) -> Callable[[type], type]:
             raise TypeError(f"{cls.__name__} has no fields {sorted(unknown)}")
 
         def present(x) -> tuple[str, ...]:
-            return tuple(n for n in names if n not in late or getattr(x, n) is not None)
+            if all(getattr(x, n) is None for n in late):
+                return tuple(n for n in names if n not in late)
+            return names
 
         def flatten_with_keys(x):
             kept = present(x)
