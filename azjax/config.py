@@ -30,6 +30,7 @@ __all__ = [
     "EvalConfig",
     "ExperimentConfig",
     "NetworkConfig",
+    "ReanalyseConfig",
     "ReplayConfig",
     "SearchConfig",
     "SelfPlayConfig",
@@ -190,6 +191,13 @@ class SelfPlayConfig:
     """Share of games that start from the game's random start positions instead of its initial
     one (draughts: random endings, `Draughts.random_start`), with no random opening moves.
     Valid: in [0, 1]."""
+    random_start_source: Literal["env", "replay"] = "env"
+    """Where a random start (random_start_prob) comes from: `env`, the game's own
+    (`Env.random_start`); `replay`, a position drawn uniformly from the replay window (KataGo's
+    branching starts), so positions real games reach are played on more often; any game has
+    them. Before the buffer holds a position, games start ordinarily. Each position of the
+    buffer then also stores its env state (bytes per position in docs/training.md). One device
+    only."""
     symmetries: bool = True
     """Augments every training sample with a random symmetry of the game (`Env.symmetries`)
     when a batch is drawn."""
@@ -223,6 +231,26 @@ class ReplayConfig:
     window_growth: int = 0
     """With window_start > 0, the window grows by this many positions per iteration, up to the
     capacity. Valid: >= 0."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ReanalyseConfig:
+    """Reanalysis (MuZero Reanalyse): positions already in the replay buffer searched again with
+    the current network, their policy and value targets refreshed in the buffer."""
+
+    fraction: float = 0.0
+    """Share of each update's batch that is reanalysed: before an iteration's K updates, K x
+    round(fraction x train.batch_size) positions drawn uniformly from the replay window are
+    searched (without root noise) in one call and their targets written back; update k trains
+    on the k-th group of them plus uniform draws for the rest of its batch. Each position of
+    the buffer then also stores its env state and outcome. 0 = off. One device only.
+    Valid: in [0, 1]; above 0, fraction x train.batch_size rounds to >= 1."""
+    num_simulations: int = 0
+    """Simulations of a reanalysis search; 0 = search.num_simulations. Valid: >= 0."""
+    value_weight: float = -1.0
+    """The refreshed value target: (1 - w) x the game's outcome + w x the fresh search value;
+    -1 = selfplay.search_value_weight. Positions with no known outcome keep no value target.
+    Valid: -1, or in [0, 1]."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -371,6 +399,7 @@ class ExperimentConfig:
     selfplay: SelfPlayConfig = SelfPlayConfig()
     replay: ReplayConfig = ReplayConfig()
     train: TrainConfig = TrainConfig()
+    reanalyse: ReanalyseConfig = ReanalyseConfig()
     eval: EvalConfig = EvalConfig()
     budget: BudgetConfig = BudgetConfig()
     checkpoint: CheckpointConfig = CheckpointConfig()
@@ -633,6 +662,7 @@ def _validate(config: ExperimentConfig) -> None:
     _validate_selfplay(config.selfplay, config.search)
     _validate_replay(config.replay, config.train)
     _validate_train(config.train, config.replay)
+    _validate_reanalyse(config.reanalyse, config.train)
     _validate_material_head(config, env)
     _validate_eval(config.eval)
     _require(config.checkpoint.every_iterations >= 1, "checkpoint.every_iterations", ">= 1")
@@ -715,6 +745,17 @@ def _validate_train(train: TrainConfig, replay: ReplayConfig) -> None:
     _require(train.value_loss_weight >= 0, "train.value_loss_weight", "must be >= 0")
     _require(train.material_loss_weight >= 0, "train.material_loss_weight", "must be >= 0")
     _require(train.max_grad_norm >= 0, "train.max_grad_norm", "must be >= 0 (0 = off)")
+
+
+def _validate_reanalyse(reanalyse: ReanalyseConfig, train: TrainConfig) -> None:
+    _require(0.0 <= reanalyse.fraction <= 1.0, "reanalyse.fraction", "in [0, 1]")
+    _require(reanalyse.fraction == 0 or round(reanalyse.fraction * train.batch_size) >= 1,
+             "reanalyse.fraction", f"x train.batch_size ({train.batch_size}) rounds to 0 "
+             "positions per update")
+    _require(reanalyse.num_simulations >= 0, "reanalyse.num_simulations",
+             "must be >= 0 (0 = search.num_simulations)")
+    _require(reanalyse.value_weight == -1.0 or 0.0 <= reanalyse.value_weight <= 1.0,
+             "reanalyse.value_weight", "-1 (= selfplay.search_value_weight) or in [0, 1]")
 
 
 def _validate_material_head(config: ExperimentConfig, env: Any) -> None:

@@ -111,6 +111,12 @@ _FOUR_DEVICE_SCRIPT = textwrap.dedent("""
             out["error:" + key] = None
         except ConfigError as error:
             out["error:" + key] = str(error)
+    try:  # reanalysis runs on one device only
+        Learner(env, dataclasses.replace(config, reanalyse=dataclasses.replace(
+            config.reanalyse, fraction=0.25)), mesh=make_mesh())
+        out["error:reanalyse"] = None
+    except ConfigError as error:
+        out["error:reanalyse"] = str(error)
 
     # Arenas split their games over the 4 devices (8 and 400 games), or not (6 games).
     import jax.numpy as jnp
@@ -218,6 +224,7 @@ def test_a_batch_that_does_not_split_over_the_devices_is_refused_naming_the_key(
         check_divisible(tiny_config(replay=dataclasses.replace(tiny_config().replay,
                                                                capacity=510)), 4)
     check_divisible(tiny_config(), 1)  # one device: anything goes
+    assert "reanalyse.fraction" in four_devices["error:reanalyse"]
 
 
 def test_an_arena_splits_its_games_over_the_devices(four_devices):

@@ -4,8 +4,10 @@ One iteration = a jitted self-play chunk that also adds its finished games to th
 buffer, then K update steps: by default K calls of one jitted step from a Python loop (the
 programs every earlier run used), or with `train.updates_per_call: n` K / n calls of one
 `lax.scan` over n steps, drawing the same K keys (on the tic-tac-toe config the scan took 0.68x
-the loop's time, `benchmarks/bench_update_steps.py`). Every function compiles once; the big
-buffers are donated so XLA updates them in place.
+the loop's time, `benchmarks/bench_update_steps.py`). With `reanalyse.fraction` > 0 one more
+jitted call before the updates re-searches positions of the buffer (`azjax.core.reanalyse`) and
+each update's batch takes its share of them. Every function compiles once; the big buffers are
+donated so XLA updates them in place.
 
 Where the state lives and how each function is compiled is the placement's
 (`azjax.core.placement`): plain jit on one device; over a mesh, `NamedSharding`s with the games
@@ -26,17 +28,22 @@ import optax
 from flax import struct
 from jax.sharding import Mesh
 
-from azjax.config import ExperimentConfig, TrainConfig
+from azjax.config import ConfigError, ExperimentConfig, TrainConfig
 from azjax.core import replay as replay_lib
 from azjax.core.losses import alphazero_loss
 from azjax.core.network import init_network, make_network
-from azjax.core.placement import choose_placement
+from azjax.core.placement import OneDevice, choose_placement
+from azjax.core.reanalyse import reanalyse
 from azjax.core.search import make_network_search, tree_env
-from azjax.core.selfplay import SelfPlayState, init_selfplay
+from azjax.core.selfplay import SelfPlayState, StartPool, init_selfplay
 from azjax.core.types import Positions
 from envs.core import Env
 
-__all__ = ["Learner", "RunState", "TrainState", "make_optimizer"]
+__all__ = ["Learner", "RunState", "TrainState", "make_optimizer", "reanalysed_per_update",
+           "stores_states"]
+
+# fold_in data of the side draws (reanalysis, start pool): no split of the same key reaches it
+_SIDE_STREAM = 2**31 - 1
 
 
 @struct.dataclass
@@ -108,6 +115,20 @@ def _augment(env: Env, key: chex.PRNGKey, batch: Positions) -> Positions:
     return batch.replace(observation=pick(obs), policy=pick(policy))
 
 
+def stores_states(config: ExperimentConfig) -> bool:
+    """Whether the run's replay buffer stores each position's env state and outcome: needed by
+    reanalysis (`reanalyse.fraction`) and branching starts (`selfplay.random_start_source:
+    replay`), and only then (it costs memory)."""
+    play = config.selfplay
+    return config.reanalyse.fraction > 0 or (play.random_start_prob > 0
+                                             and play.random_start_source == "replay")
+
+
+def reanalysed_per_update(config: ExperimentConfig) -> int:
+    """The reanalysed positions in each update's batch: round(fraction x train.batch_size)."""
+    return round(config.reanalyse.fraction * config.train.batch_size)
+
+
 @jax.jit
 def _mean_of_dicts(dicts: list[dict[str, jax.Array]]) -> dict[str, jax.Array]:
     """Element-wise mean of a list of metric dicts, in one compiled call."""
@@ -139,7 +160,10 @@ class Learner:
       search_fn: the batched search self-play runs (`azjax.core.search.make_network_search`).
       selfplay_step: `(run, key) -> (run, metrics)`, a chunk of self-play added to the buffer.
       update_step: `(train, replay, key, window) -> (train, metrics)`, one update step, or
-        `train.updates_per_call` of them in one call (keys [n, 2]).
+        `train.updates_per_call` of them in one call (keys [n, 2]); with reanalysis a fifth
+        argument, the call's reanalysed positions ([m] or [n, m]).
+      reanalyse_step: `(params, replay, key, window) -> (replay, positions, metrics)`, the
+        iteration's reanalysis (`reanalyse.fraction` > 0), the replay buffer donated.
     """
 
     def __init__(self, env: Env, config: ExperimentConfig, *, mesh: Mesh | None = None,
@@ -156,6 +180,9 @@ class Learner:
         self.selfplay_env = tree_env(env, config.search)
         self.optimizer = make_optimizer(config.train)
         self.learning_rate = _learning_rate(config.train)  # host side, for the metrics
+        if stores_states(config) and not isinstance(self.placement, OneDevice):
+            raise ConfigError("reanalyse.fraction and selfplay.random_start_source: replay run "
+                              "on one device only (no mesh)")
         self._selfplay = self.placement.make_selfplay(self.selfplay_env, self.search_fn,
                                                       config.selfplay)
         self._replay_ready = False
@@ -167,6 +194,8 @@ class Learner:
             variables=self._selfplay_variables)
         update = self._update if config.train.updates_per_call == 1 else self._updates
         self.update_step = self.placement.jit_update_step(update, self.state_shardings)
+        # (params, replay, key, window) -> (replay, positions [calls, (n,) m], metrics).
+        self.reanalyse_step = jax.jit(self._reanalyse, donate_argnums=(1,))
 
     # ---- placement -----------------------------------------------------------------------------
 
@@ -217,12 +246,18 @@ class Learner:
             value_mask=jnp.zeros((), jnp.bool_),
             material=jnp.zeros((), jnp.float32) if cfg.network.material_head else None,
         )
+        if stores_states(cfg):  # a zero env state of the game self-play walks
+            state = jax.eval_shape(self.selfplay_env.init, jax.random.PRNGKey(0))
+            example = example.replace(
+                state=jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), state),
+                outcome=jnp.zeros((), jnp.float32))
         return RunState(
             iteration=jnp.zeros((), jnp.int32),
             train=TrainState(step=jnp.zeros((), jnp.int32), params=params,
                              opt_state=self.optimizer.init(params)),
             selfplay=init_selfplay(self.selfplay_env, cfg.selfplay, k_play,
-                                   material=cfg.network.material_head),
+                                   material=cfg.network.material_head,
+                                   states=stores_states(cfg)),
             replay=replay_lib.init(example, cfg.replay.capacity),
             selfplay_params=params if cfg.eval.gating else None,
         )
@@ -231,9 +266,23 @@ class Learner:
 
     def _selfplay_and_add(self, run: RunState, key: chex.PRNGKey):
         """One self-play chunk, its finished positions added to the buffer. Jitted."""
+        pool = self._start_pool(run, key)
+        extra = {} if pool is None else {"start_pool": pool}  # the mesh's self-play takes none
         selfplay, positions, emit, stats = self._selfplay(self._selfplay_variables(run), key,
-                                                          run.selfplay)
+                                                          run.selfplay, **extra)
         return self._add(run.replace(selfplay=selfplay), positions, emit, stats)
+
+    def _start_pool(self, run: RunState, key: chex.PRNGKey) -> StartPool | None:
+        """With branching starts (`random_start_source: replay`), B states drawn uniformly from
+        the replay window for the chunk's new games; else None."""
+        play = self.config.selfplay
+        if not (play.random_start_prob > 0 and play.random_start_source == "replay"):
+            return None
+        window = replay_lib.window_size(self.config.replay, run.iteration)
+        slots = replay_lib.sample_slots(run.replay, jax.random.fold_in(key, _SIDE_STREAM),
+                                        play.batch_size, window)
+        return StartPool(states=replay_lib.gather(run.replay, slots).state,
+                         available=run.replay.size > 0)
 
     def _selfplay_variables(self, run: RunState) -> dict[str, Any]:
         return {"params": run.selfplay_params if self.config.eval.gating else run.train.params}
@@ -249,11 +298,16 @@ class Learner:
         return new_run, metrics
 
     def _update(self, train: TrainState, buffer: replay_lib.ReplayBuffer, key: chex.PRNGKey,
-                window: jax.Array):
-        """One optimizer step on a batch sampled from the newest `window` positions. Jitted."""
+                window: jax.Array, reanalysed: Positions | None = None):
+        """One optimizer step on a batch sampled from the newest `window` positions (with
+        reanalysis: the rest of the batch after the `reanalysed` positions [m]). Jitted."""
         cfg = self.config.train
         k_sample, k_sym = jax.random.split(key)
-        batch = replay_lib.sample(buffer, k_sample, cfg.batch_size, window)
+        fresh = 0 if reanalysed is None else reanalysed.value.shape[0]
+        batch = replay_lib.sample(buffer, k_sample, cfg.batch_size - fresh, window)
+        batch = batch.replace(state=None, outcome=None)  # not trained on
+        if reanalysed is not None:
+            batch = jax.tree.map(lambda a, b: jnp.concatenate([a, b]), batch, reanalysed)
         batch = self.placement.constrain_batch(batch)  # e.g. each device: its share
         if self.config.selfplay.symmetries:
             batch = _augment(self.env, k_sym, batch)
@@ -267,18 +321,39 @@ class Learner:
         return TrainState(step=train.step + 1, params=params, opt_state=opt_state), metrics
 
     def _updates(self, train: TrainState, buffer: replay_lib.ReplayBuffer, keys: jax.Array,
-                 window: jax.Array):
-        """`_update` once per key of `keys` [n, 2], in one `lax.scan`: metrics averaged over
-        the n steps. Jitted."""
-        train, metrics = jax.lax.scan(lambda t, key: self._update(t, buffer, key, window),
-                                      train, keys)
+                 window: jax.Array, reanalysed: Positions | None = None):
+        """`_update` once per key of `keys` [n, 2] (and group of `reanalysed` [n, m]), in one
+        `lax.scan`: metrics averaged over the n steps. Jitted."""
+        train, metrics = jax.lax.scan(
+            lambda t, xs: self._update(t, buffer, xs[0], window, xs[1]), train,
+            (keys, reanalysed))
         return train, jax.tree.map(lambda x: jnp.mean(x, axis=0), metrics)
+
+    def _reanalyse(self, params: Any, buffer: replay_lib.ReplayBuffer, key: chex.PRNGKey,
+                   window: jax.Array):
+        """The iteration's reanalysis (`azjax.core.reanalyse.reanalyse`): K x m positions of
+        the window searched again, their targets refreshed in the buffer. Returns the buffer,
+        the positions grouped per update call ([calls, m] or [calls, n, m]) and the metrics
+        (`reanalyse/...`). Jitted."""
+        cfg = self.config
+        per_update = reanalysed_per_update(cfg)
+        weight = cfg.reanalyse.value_weight
+        buffer, positions, _, metrics = reanalyse(
+            self.search_fn, {"params": params}, buffer, key, window,
+            count=cfg.train.updates_per_iteration * per_update,
+            num_simulations=cfg.reanalyse.num_simulations or cfg.search.num_simulations,
+            value_weight=cfg.selfplay.search_value_weight if weight < 0 else weight)
+        group = (per_update,) if cfg.train.updates_per_call == 1 else (
+            cfg.train.updates_per_call, per_update)
+        positions = jax.tree.map(lambda x: x.reshape(-1, *group, *x.shape[1:]), positions)
+        return buffer, positions, {f"reanalyse/{k}": v for k, v in metrics.items()}
 
     def _update_keys(self, key: chex.PRNGKey) -> list:
         """The iteration's K update keys, one entry per compiled call ([2] or [n, 2] each):
         the same K keys whatever the grouping, so the steps draw the same batches."""
         cfg = self.config.train
         keys = np.asarray(jax.random.split(key, cfg.updates_per_iteration))
+        # (The reanalysis key, fold_in(key, _SIDE_STREAM), is none of these.)
         if cfg.updates_per_call > 1:
             keys = keys.reshape(-1, cfg.updates_per_call, *keys.shape[1:])
         return [self.placement.update_input(k) for k in keys]
@@ -297,10 +372,14 @@ class Learner:
             replay_lib.window_size(self.config.replay, run.iteration))
         play_key = self.placement.selfplay_input(key)
         update_key = self._update_keys(key)[0] if self.config.train.updates_per_iteration else key
+        extra = ()
+        if self._reanalyses():  # the shape of one call's reanalysed positions
+            groups = jax.eval_shape(self._reanalyse, run.train.params, run.replay, key, window)[1]
+            extra = (jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape[1:], x.dtype), groups),)
         with ThreadPoolExecutor(max_workers=1) as pool:
             update = pool.submit(
                 lambda: self.update_step.lower(run.train, run.replay, update_key,
-                                               window).compile())
+                                               window, *extra).compile())
             self.selfplay_step = self.placement.compile_selfplay_step(self.selfplay_step, run,
                                                                       play_key)
             self.update_step = update.result()
@@ -332,6 +411,10 @@ class Learner:
 
     # ---- one iteration (host loop over compiled calls) -------------------------------------
 
+    def _reanalyses(self) -> bool:
+        """Whether each iteration reanalyses positions before its updates."""
+        return self.config.reanalyse.fraction > 0 and self.config.train.updates_per_iteration > 0
+
     def iteration(self, run: RunState, key: chex.PRNGKey) -> tuple[RunState, dict[str, Any]]:
         """Self-play chunk + replay add + K updates.
 
@@ -353,8 +436,16 @@ class Learner:
         update_metrics = []
         if self._replay_ready or int(run.replay.size) >= max(cfg.train.min_replay_size, 1):
             self._replay_ready = True  # the buffer only grows: stop asking (a device sync)
-            for k in self._update_keys(k_train):
-                train, step_metrics = self.update_step(train, run.replay, k, window)
+            groups = None
+            if self._reanalyses():
+                replay, groups, reanalyse_metrics = self.reanalyse_step(
+                    train.params, run.replay, jax.random.fold_in(k_train, _SIDE_STREAM),
+                    window)
+                run = run.replace(replay=replay)
+                metrics.update(reanalyse_metrics)
+            for call, k in enumerate(self._update_keys(k_train)):
+                extra = () if groups is None else (jax.tree.map(lambda x, c=call: x[c], groups),)
+                train, step_metrics = self.update_step(train, run.replay, k, window, *extra)
                 update_metrics.append(step_metrics)
         run = run.replace(train=train)
         if update_metrics:

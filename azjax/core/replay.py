@@ -3,6 +3,8 @@
 `init` allocates `capacity` slots once; `add` writes the masked positions after the newest;
 `sample` draws uniformly from the newest `window` positions, where the window grows on a
 schedule (a small window early keeps training on the freshest, least-wrong games).
+`sample_slots`, `gather` and `write` split `sample` into its draw and its read, and write
+refreshed positions back into their slots (reanalysis).
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ from flax import struct
 from azjax.config import ReplayConfig
 from azjax.core.types import Positions
 
-__all__ = ["ReplayBuffer", "add", "init", "sample", "window_size"]
+__all__ = ["ReplayBuffer", "add", "gather", "init", "sample", "sample_slots", "window_size",
+           "write"]
 
 
 @struct.dataclass
@@ -108,10 +111,34 @@ def sample(buffer: ReplayBuffer, key: chex.PRNGKey, batch_size: int,
     Returns:
       `Positions` [B].
     """
+    return gather(buffer, sample_slots(buffer, key, batch_size, window))
+
+
+def sample_slots(buffer: ReplayBuffer, key: chex.PRNGKey, batch_size: int,
+                 window: jax.Array | int) -> jax.Array:
+    """The slots `sample` reads: int32 [B], drawn as `sample` draws them (same key, same
+    slots)."""
     capacity = jax.tree.leaves(buffer.positions)[0].shape[0]
     span = jnp.maximum(jnp.minimum(buffer.size, window), 1)
     offset = jax.random.randint(key, (batch_size,), 0, span)
-    index = (buffer.next_index - 1 - offset) % capacity
-    batch = jax.tree.map(lambda x: x[index], buffer.positions)
-    chex.assert_tree_shape_prefix(batch, (batch_size,))
+    return (buffer.next_index - 1 - offset) % capacity
+
+
+def gather(buffer: ReplayBuffer, slots: jax.Array) -> Positions:
+    """The positions in `slots` (int32 [B]): `Positions` [B]."""
+    chex.assert_rank(slots, 1)
+    batch = jax.tree.map(lambda x: x[slots], buffer.positions)
+    chex.assert_tree_shape_prefix(batch, slots.shape)
     return batch
+
+
+def write(buffer: ReplayBuffer, slots: jax.Array, positions: Positions) -> ReplayBuffer:
+    """The buffer with `positions` ([B], shaped as its slots) written into `slots` (int32
+    [B]); ring order, size and counts unchanged. A slot given twice must get the same
+    position twice (which one lands is unspecified)."""
+    chex.assert_rank(slots, 1)
+    jax.tree.map(lambda new, store: chex.assert_shape(new, (*slots.shape, *store.shape[1:])),
+                 positions, buffer.positions)
+    stored = jax.tree.map(lambda store, new: store.at[slots].set(new), buffer.positions,
+                          positions)
+    return buffer.replace(positions=stored)

@@ -29,6 +29,7 @@ from envs.core import Env
 
 __all__ = [
     "SelfPlayFn",
+    "StartPool",
     "SelfPlayState",
     "SelfPlayStats",
     "init_selfplay",
@@ -62,8 +63,17 @@ class SelfPlayStats:
     network_evaluations: jax.Array
 
 
-# selfplay(variables, key, state, first_game=0) -> (state, positions [B * 2T], emit bool
-# [B * 2T], stats): `make_selfplay`'s function
+@struct.dataclass
+class StartPool:
+    """Positions a chunk's new games may start from (`selfplay.random_start_source: replay`):
+    P env states drawn from the replay buffer when the chunk begins."""
+
+    states: Any  # env State [P]
+    available: jax.Array  # bool []: False while the buffer holds none (ordinary starts then)
+
+
+# selfplay(variables, key, state, first_game=0, start_pool=None) -> (state, positions
+# [B * 2T], emit bool [B * 2T], stats): `make_selfplay`'s function
 SelfPlayFn = Callable[..., tuple[SelfPlayState, Positions, jax.Array, SelfPlayStats]]
 
 
@@ -110,30 +120,47 @@ def _sample_opening(key: chex.PRNGKey, config: SelfPlayConfig) -> jax.Array:
     return jnp.where(use, length, 0).astype(jnp.int32)
 
 
-def _fresh_games(env: Env, config: SelfPlayConfig, k_init: jax.Array,
-                 k_open: jax.Array) -> tuple[Any, jax.Array]:
+def _fresh_games(env: Env, config: SelfPlayConfig, k_init: jax.Array, k_open: jax.Array,
+                 pool: StartPool | None = None) -> tuple[Any, jax.Array]:
     """New games (env states [B]) and their random opening moves (int32 [B]), from per-game
-    keys [B]: the initial position, or with `random_start_prob` the game's random start
-    (`env.random_start`), which opens with no random moves."""
+    keys [B]: the initial position, or with `random_start_prob` a random start, which opens
+    with no random moves: the game's own (`env.random_start`), or with
+    `random_start_source: replay` one of `pool`'s states (none without a pool or while it is
+    not available)."""
     games = jax.vmap(env.init)(k_init)
     opening = jax.vmap(_sample_opening, in_axes=(0, None))(k_open, config)
-    if config.random_start_prob > 0:  # without it, the same draws as before the option
+    replay_source = config.random_start_source == "replay"
+    if config.random_start_prob > 0 and (pool is not None or not replay_source):
+        # Without it, the same draws as before the option.
         k_use, k_start = (jax.vmap(jax.random.fold_in, in_axes=(0, None))(k_init, i)
                           for i in (1, 2))
         use = jax.vmap(jax.random.uniform)(k_use) < config.random_start_prob
-        games = _select_games(use, jax.vmap(env.random_start)(k_start), games)
+        if replay_source:
+            size = jax.tree.leaves(pool.states)[0].shape[0]
+            pick = jax.vmap(lambda k: jax.random.randint(k, (), 0, size))(k_start)
+            starts = jax.tree.map(lambda x: x[pick], pool.states)
+            use = use & pool.available
+        else:
+            starts = jax.vmap(env.random_start)(k_start)
+        games = _select_games(use, starts, games)
         opening = jnp.where(use, 0, opening)
     return games, opening
 
 
 def _check_random_start(env: Env, config: SelfPlayConfig) -> None:
-    """Raises ValueError when `random_start_prob` is set for a game with no random starts."""
-    if config.random_start_prob > 0 and not env.supports("random_start"):
+    """Raises ValueError when `random_start_prob` is set for a game with no random starts
+    (the replay source needs none: it starts from the buffer's positions)."""
+    if (config.random_start_prob > 0 and config.random_start_source == "env"
+            and not env.supports("random_start")):
         raise ValueError(f"selfplay.random_start_prob is {config.random_start_prob}, but "
                          f"{env.name} has no random start positions (Env.random_start)")
 
 
-def _empty_records(env: Env, length: int, batch: int, material: bool) -> StepRecord:
+def _empty_records(env: Env, length: int, batch: int, material: bool,
+                   states: bool = False) -> StepRecord:
+    if states:  # zero env states [T, B], shaped as the game's
+        example = jax.eval_shape(env.init, jax.random.PRNGKey(0))
+        state = jax.tree.map(lambda x: jnp.zeros((length, batch, *x.shape), x.dtype), example)
     return StepRecord(
         observation=jnp.zeros((length, batch, *env.observation_shape), jnp.float32),
         policy=jnp.zeros((length, batch, env.num_actions), jnp.float32),
@@ -145,17 +172,20 @@ def _empty_records(env: Env, length: int, batch: int, material: bool) -> StepRec
         truncated=jnp.zeros((length, batch), jnp.bool_),
         valid=jnp.zeros((length, batch), jnp.bool_),
         material=jnp.zeros((length, batch, 2), jnp.float32) if material else None,
+        state=state if states else None,
     )
 
 
 def init_selfplay(env: Env, config: SelfPlayConfig, key: chex.PRNGKey, *,
-                  material: bool = False) -> SelfPlayState:
+                  material: bool = False, states: bool = False) -> SelfPlayState:
     """Fresh games and an empty record of the previous chunk.
 
     Args:
       env: the game; config: self-play settings (B = `batch_size`, T the resolved chunk).
       key: PRNG key for the games' starts and random openings.
       material: whether the records carry both players' material (a run with a material head).
+      states: whether the records carry each position's env state (a run that reanalyses or
+        branches from the replay buffer); the positions then carry it and their outcome.
 
     Returns:
       A `SelfPlayState`: games env states [B], opening_moves int32 [B], previous a
@@ -169,7 +199,7 @@ def init_selfplay(env: Env, config: SelfPlayConfig, key: chex.PRNGKey, *,
     return SelfPlayState(
         games=games,
         opening_moves=opening,
-        previous=_empty_records(env, chunk, config.batch_size, material),
+        previous=_empty_records(env, chunk, config.batch_size, material, states),
         previous_emitted=jnp.zeros((chunk, config.batch_size), jnp.bool_),
     )
 
@@ -205,6 +235,12 @@ def make_selfplay(env: Env, search_fn: Callable[..., Any], config: SelfPlayConfi
     A state from `init_selfplay(..., material=True)` also records both players' material after
     every step (`Env.material`), and the positions carry their game's final material difference
     (`Positions.material`); the state's pytree structure decides, so it is fixed at trace time.
+    Likewise a state from `init_selfplay(..., states=True)` records every position's env state
+    before its move, and the positions carry it (`Positions.state`) and their game's outcome
+    (`Positions.outcome`).
+
+    With `random_start_source: replay`, `start_pool` (a `StartPool`) holds the states a new
+    game may start from; without one, games start as without random starts.
 
     Args:
       env: the game (its states batched [B]).
@@ -212,7 +248,8 @@ def make_selfplay(env: Env, search_fn: Callable[..., Any], config: SelfPlayConfi
       config: self-play settings; B = `batch_size`, T = the resolved `chunk_length`.
 
     Returns:
-      `selfplay(variables, key, state, first_game=0) -> (state, positions, emit, stats)`, pure
+      `selfplay(variables, key, state, first_game=0, start_pool=None) -> (state, positions,
+      emit, stats)`, pure
       (jit it): `state` a `SelfPlayState` from `init_selfplay`; positions `Positions`
       [B * 2T], game by game (each game's window of the previous and this chunk); emit bool
       [B * 2T], the positions whose game ended in this chunk and that were not emitted before;
@@ -238,14 +275,15 @@ class _ChunkSetup:
 
 
 def _play_chunk(setup: _ChunkSetup, variables: Any, key: chex.PRNGKey, state: SelfPlayState,
-                first_game: jax.Array | int = 0):
+                first_game: jax.Array | int = 0, start_pool: StartPool | None = None):
     """`make_selfplay`'s function: T lockstep steps in a `lax.scan`, then the positions whose
     games ended, each once, and the chunk's stats."""
     keys = jax.random.split(key, setup.chunk)
     first_game = jnp.asarray(first_game, jnp.uint32)
-    material = state.previous.material is not None
+    recorded = (state.previous.material is not None, state.previous.state is not None)
     (games, opening), (records, root_values, evaluations) = jax.lax.scan(
-        lambda carry, k: _play_step(setup, variables, carry, k, first_game, material),
+        lambda carry, k: _play_step(setup, variables, carry, k, first_game, recorded,
+                                    start_pool),
         (state.games, state.opening_moves), keys)
     positions, emit, emitted_now = emit_positions(
         state.previous, state.previous_emitted, records, setup.config.search_value_weight)
@@ -280,12 +318,14 @@ def _chunk_stats(records: StepRecord, root_values: jax.Array,
 
 
 def _play_step(setup: _ChunkSetup, variables: Any, carry: tuple[Any, jax.Array],
-               key: chex.PRNGKey, first_game: jax.Array, material: bool):
+               key: chex.PRNGKey, first_game: jax.Array, recorded: tuple[bool, bool],
+               start_pool: StartPool | None = None):
     """One lockstep step of the B games: search, pick the moves, play them, record, reset the
-    finished games. carry: (env states [B], opening moves int32 [B]); returns the new carry
-    and (the step's `StepRecord` [B], the search's root values float32 [B], its network
-    evaluations int32 [])."""
+    finished games. carry: (env states [B], opening moves int32 [B]); recorded: whether the
+    records carry (material, env states); returns the new carry and (the step's `StepRecord`
+    [B], the search's root values float32 [B], its network evaluations int32 [])."""
     env, config = setup.env, setup.config
+    material, states = recorded
     games, opening = carry
     per_game = config.per_game_randomness
     k_search, k_random, k_init, k_open = _step_keys(key, first_game, config.batch_size,
@@ -313,8 +353,9 @@ def _play_step(setup: _ChunkSetup, variables: Any, carry: tuple[Any, jax.Array],
         truncated=truncated | stepped.truncated,
         valid=jnp.ones((config.batch_size,), jnp.bool_),
         material=jax.vmap(env.material)(stepped) if material else None,
+        state=games if states else None,
     )
-    fresh, new_opening = _fresh_games(env, config, k_init, k_open)
+    fresh, new_opening = _fresh_games(env, config, k_init, k_open, start_pool)
     games = _select_games(done, fresh, stepped)
     opening = jnp.where(done, new_opening, opening)
     # Each search evaluates its root once and once per simulation; every simulation visits

@@ -9,18 +9,19 @@ carries the game's final material the same way (its target: mine minus theirs at
 
 from __future__ import annotations
 
+from typing import Any
+
 import chex
 import jax
 import jax.numpy as jnp
-from flax import struct
 
-from azjax.core.types import Positions
+from azjax.core.types import Positions, struct_with_late_fields
 from envs.core import material_lead
 
 __all__ = ["StepRecord", "emit_positions", "material_targets", "value_targets"]
 
 
-@struct.dataclass
+@struct_with_late_fields("state")
 class StepRecord:
     """One self-play step of every game; leading shape [T, B] in a chunk."""
 
@@ -36,6 +37,9 @@ class StepRecord:
     # float32 [..., 2]: each player's material after the step (`Env.material`), recorded only
     # for a run with a material head (None otherwise)
     material: jax.Array | None = None
+    # env State [...]: the position before the step, recorded only for a run that reanalyses
+    # or branches from the buffer (None otherwise)
+    state: Any = None
 
 
 def value_targets(records: StepRecord) -> tuple[jax.Array, jax.Array, jax.Array]:
@@ -128,6 +132,8 @@ def emit_positions(previous: StepRecord, previous_emitted: jax.Array, current: S
         value=(1.0 - search_value_weight) * z + search_value_weight * window.search_value,
         value_mask=known & ~window.in_opening,
         material=material,
+        state=window.state,
+        outcome=None if window.state is None else z,
     )
     # Game by game ([B, 2T] flattened): a device holding some of the games then holds a
     # contiguous block of the positions, in the order one device would emit them.
