@@ -23,3 +23,10 @@ class Positions:
     # float32 [...], the game's final material difference for the player to move
     # (`Env.material`), under `value_mask`; None when the run has no material head
     material: jax.Array | None = None
+    # float32 [..., A], the search policy of the next position of the same game (the
+    # reply-policy head's target); all zeros where there is none (the game ended here, or a
+    # fast search of playout-cap randomisation left none); None without that head
+    reply_policy: jax.Array | None = None
+    # float32 [...], the short-horizon value for the player to move (`short_value_targets`),
+    # under `value_mask`; None without the short-value head
+    short_value: jax.Array | None = None
