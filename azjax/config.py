@@ -91,6 +91,17 @@ class NetworkConfig:
     the value target is 0. Weighted by train.material_loss_weight; the search reads it only
     through search.material_utility. Valid: true only for a game that counts material
     (draughts)."""
+    reply_policy_head: bool = False
+    """Adds a policy head, trained only, that predicts the search policy of the next position
+    of the same game: the opponent's reply in an alternating game (KataGo's opponent-policy
+    target), whoever moves there. An auxiliary target, more to learn from each position;
+    weighted by train.reply_policy_loss_weight. The search never runs it."""
+    short_value_head: bool = False
+    """Adds a value head, trained only, on a short-horizon value target: an exponentially
+    weighted average of the search values of the position and of the next ones of its game,
+    the result closing it (KataGo's short-term value; horizon selfplay.short_value_horizon).
+    Less noisy than the game's result; weighted by train.short_value_loss_weight. The search
+    never runs it."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -216,6 +227,11 @@ class SelfPlayConfig:
     """Each game draws its randomness from its own index and is searched alone (a vmap of
     batch-1 searches): the games, and so the whole run, are then the same on any number of
     devices. Off (faster, docs/scaling.md), device d of D uses the key fold_in(key, d)."""
+    short_value_horizon: float = 6.0
+    """With network.short_value_head, the horizon h of its target: a position's own search
+    value weighs 1/h, each later position's (1 - 1/h) times the one before it, and the game's
+    result takes the weight left at its end; about h - 1 plies ahead on average, 1 = the
+    position's own search value. Valid: >= 1."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -291,6 +307,12 @@ class TrainConfig:
     material_loss_weight: float = 0.5
     """Weight of the material head's mean squared error, with network.material_head.
     Valid: >= 0; > 0 with network.material_head."""
+    reply_policy_loss_weight: float = 0.15
+    """Weight of the reply-policy head's cross-entropy, with network.reply_policy_head
+    (KataGo used 0.15). Valid: >= 0; > 0 with network.reply_policy_head."""
+    short_value_loss_weight: float = 0.5
+    """Weight of the short-value head's mean squared error, with network.short_value_head.
+    Valid: >= 0; > 0 with network.short_value_head."""
     max_grad_norm: float = 0.0
     """Clips the gradient to this global norm; 0 = no clipping. Valid: >= 0."""
     min_replay_size: int = 0
@@ -664,6 +686,7 @@ def _validate(config: ExperimentConfig) -> None:
     _validate_train(config.train, config.replay)
     _validate_reanalyse(config.reanalyse, config.train)
     _validate_material_head(config, env)
+    _validate_auxiliary_heads(config)
     _validate_eval(config.eval)
     _require(config.checkpoint.every_iterations >= 1, "checkpoint.every_iterations", ">= 1")
     _require(config.checkpoint.keep >= 1, "checkpoint.keep", "must be >= 1")
@@ -714,6 +737,7 @@ def _validate_selfplay(play: SelfPlayConfig, search: SearchConfig) -> None:
     _require(play.random_opening_prob == 0 or play.random_opening_max_moves >= 1,
              "selfplay.random_opening_max_moves", "must be >= 1 when random_opening_prob > 0")
     _require(play.temperature_moves >= 0, "selfplay.temperature_moves", "must be >= 0")
+    _require(play.short_value_horizon >= 1.0, "selfplay.short_value_horizon", "must be >= 1")
 
 
 def _validate_replay(replay: ReplayConfig, train: TrainConfig) -> None:
@@ -744,6 +768,10 @@ def _validate_train(train: TrainConfig, replay: ReplayConfig) -> None:
     _require(0.0 <= train.momentum < 1.0, "train.momentum", "in [0, 1)")
     _require(train.value_loss_weight >= 0, "train.value_loss_weight", "must be >= 0")
     _require(train.material_loss_weight >= 0, "train.material_loss_weight", "must be >= 0")
+    _require(train.reply_policy_loss_weight >= 0, "train.reply_policy_loss_weight",
+             "must be >= 0")
+    _require(train.short_value_loss_weight >= 0, "train.short_value_loss_weight",
+             "must be >= 0")
     _require(train.max_grad_norm >= 0, "train.max_grad_norm", "must be >= 0 (0 = off)")
 
 
@@ -766,6 +794,17 @@ def _validate_material_head(config: ExperimentConfig, env: Any) -> None:
              "must be > 0 with network.material_head (else the head never trains)")
     _require(env.supports("material"), "network.material_head",
              f"{config.game} has no material count (Env.material)")
+
+
+def _validate_auxiliary_heads(config: ExperimentConfig) -> None:
+    """Each auxiliary head needs a weight that trains it."""
+    net, train = config.network, config.train
+    _require(not net.reply_policy_head or train.reply_policy_loss_weight > 0,
+             "train.reply_policy_loss_weight",
+             "must be > 0 with network.reply_policy_head (else the head never trains)")
+    _require(not net.short_value_head or train.short_value_loss_weight > 0,
+             "train.short_value_loss_weight",
+             "must be > 0 with network.short_value_head (else the head never trains)")
 
 
 def _validate_eval(evaluation: EvalConfig) -> None:

@@ -189,3 +189,32 @@ def test_the_material_head_sits_beside_an_unchanged_body(kind):
     np.testing.assert_allclose(plain_apply(plain_variables, obs)[1], value, rtol=1e-6)
     with pytest.raises(ValueError, match="material=True needs network.material_head"):
         plain_apply(plain_variables, obs, material=True)
+
+
+@pytest.mark.parametrize("kind", ["resnet", "resmlp", "mlp"])
+def test_auxiliary_heads_shapes_and_the_plain_call_never_runs_them(kind):
+    """`auxiliary=True` returns every auxiliary head's output; the plain call (the search's)
+    and `material=True` run without their parameters, so they never compute them."""
+    config = NetworkConfig(kind=kind, channels=4, blocks=1, width=16, hidden=(16,),
+                           material_head=True, reply_policy_head=True, short_value_head=True)
+    shape = (6, 7, 2)
+    variables = init_network(config, 7, shape, jax.random.PRNGKey(0))
+    _, apply = make_network(config, 7)
+    obs = jax.random.bernoulli(jax.random.PRNGKey(1), 0.3, (5, *shape)).astype(jnp.float32)
+    logits, value, heads = apply(variables, obs, auxiliary=True)
+    assert set(heads) == {"material", "reply_logits", "short_value"}
+    assert heads["reply_logits"].shape == (5, 7) and heads["short_value"].shape == (5,)
+    assert np.all(np.abs(np.asarray(heads["short_value"])) <= 1.0)
+    assert not np.allclose(heads["reply_logits"], logits)  # its own head, not the policy's
+    bare = {"params": {k: v for k, v in variables["params"].items()
+                       if k not in ("reply_policy_head", "short_value_head")}}
+    plain_logits, plain_value = apply(bare, obs)
+    np.testing.assert_array_equal(plain_logits, logits)
+    np.testing.assert_array_equal(plain_value, value)
+    np.testing.assert_array_equal(apply(bare, obs, material=True)[2], heads["material"])
+    with pytest.raises(ValueError, match="not both"):
+        apply(variables, obs, material=True, auxiliary=True)
+    plain_config = NetworkConfig(kind=kind, channels=4, blocks=1, width=16, hidden=(16,))
+    _, plain_apply = make_network(plain_config, 7)
+    plain_variables = init_network(plain_config, 7, shape, jax.random.PRNGKey(0))
+    assert plain_apply(plain_variables, obs, auxiliary=True)[2] == {}

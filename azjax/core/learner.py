@@ -36,6 +36,7 @@ from azjax.core.placement import OneDevice, choose_placement
 from azjax.core.reanalyse import reanalyse
 from azjax.core.search import make_network_search, tree_env
 from azjax.core.selfplay import SelfPlayState, StartPool, init_selfplay
+from azjax.core.targets import AuxiliaryTargets
 from azjax.core.types import Positions
 from envs.core import Env
 
@@ -106,12 +107,18 @@ def make_optimizer(config: TrainConfig) -> optax.GradientTransformation:
 
 
 def _augment(env: Env, key: chex.PRNGKey, batch: Positions) -> Positions:
-    """Applies one random symmetry of the game to each sampled position (`Positions` [B])."""
+    """Applies one random symmetry of the game to each sampled position (`Positions` [B]);
+    a reply-policy target turns with the same symmetry as its position's policy."""
     chex.assert_rank(batch.policy, 2)
     obs, policy = jax.vmap(env.symmetries)(batch.observation, batch.policy)  # [B, S, ...]
     choice = jax.random.randint(key, (obs.shape[0],), 0, obs.shape[1])
     pick = lambda x: jnp.take_along_axis(
         x, choice.reshape((-1, 1) + (1,) * (x.ndim - 2)), axis=1)[:, 0]
+    if batch.reply_policy is not None:
+        # A symmetry permutes the action ids alike in every position (`symmetry_permutations`),
+        # so the next position's policy maps as this one's does.
+        _, reply = jax.vmap(env.symmetries)(batch.observation, batch.reply_policy)
+        batch = batch.replace(reply_policy=pick(reply))
     return batch.replace(observation=pick(obs), policy=pick(policy))
 
 
@@ -183,8 +190,9 @@ class Learner:
         if stores_states(config) and not isinstance(self.placement, OneDevice):
             raise ConfigError("reanalyse.fraction and selfplay.random_start_source: replay run "
                               "on one device only (no mesh)")
-        self._selfplay = self.placement.make_selfplay(self.selfplay_env, self.search_fn,
-                                                      config.selfplay)
+        self._selfplay = self.placement.make_selfplay(
+            self.selfplay_env, self.search_fn, config.selfplay,
+            auxiliary=AuxiliaryTargets.from_config(config))
         self._replay_ready = False
         # `compile()` swaps these for ahead-of-time executables: after that, an input whose
         # shape or dtype drifts fails loudly instead of silently recompiling every iteration.
@@ -245,6 +253,9 @@ class Learner:
             value=jnp.zeros((), jnp.float32),
             value_mask=jnp.zeros((), jnp.bool_),
             material=jnp.zeros((), jnp.float32) if cfg.network.material_head else None,
+            reply_policy=(jnp.zeros(env.num_actions, jnp.float32)
+                          if cfg.network.reply_policy_head else None),
+            short_value=jnp.zeros((), jnp.float32) if cfg.network.short_value_head else None,
         )
         if stores_states(cfg):  # a zero env state of the game self-play walks
             state = jax.eval_shape(self.selfplay_env.init, jax.random.PRNGKey(0))
@@ -314,7 +325,9 @@ class Learner:
         grad_fn = jax.value_and_grad(alphazero_loss, has_aux=True)
         (loss, metrics), grads = grad_fn(
             train.params, self.apply_fn, batch, value_loss_weight=cfg.value_loss_weight,
-            material_loss_weight=cfg.material_loss_weight)
+            material_loss_weight=cfg.material_loss_weight,
+            reply_policy_loss_weight=cfg.reply_policy_loss_weight,
+            short_value_loss_weight=cfg.short_value_loss_weight)
         updates, opt_state = self.optimizer.update(grads, train.opt_state, train.params)
         params = optax.apply_updates(train.params, updates)
         metrics = dict(metrics, loss=loss, **{"train/grad_norm": optax.tree_utils.tree_norm(grads)})

@@ -1,5 +1,7 @@
 """AlphaZero's loss: value MSE + policy cross-entropy (L2 lives in the optimizer, via optax),
-plus, for a network with a material head, that head's MSE to the game's final material."""
+plus a weighted term for each auxiliary head the network has: the material head's MSE to the
+game's final material, the reply-policy head's cross-entropy to the next position's search
+policy, the short-value head's MSE to the short-horizon value."""
 
 from __future__ import annotations
 
@@ -16,50 +18,57 @@ __all__ = ["alphazero_loss"]
 
 
 def alphazero_loss(params: Any, apply_fn: ApplyFn, batch: Positions, *,
-                   value_loss_weight: float = 1.0, material_loss_weight: float = 0.0
+                   value_loss_weight: float = 1.0, material_loss_weight: float = 0.0,
+                   reply_policy_loss_weight: float = 0.0, short_value_loss_weight: float = 0.0
                    ) -> tuple[jax.Array, dict[str, jax.Array]]:
     """AlphaZero's loss of the network on a batch of training positions.
 
     (z - v)^2 averaged over the positions with a value target (`value_mask`), plus
     -pi . log p averaged over those with a policy target (pi summing to 1; an all-zero pi, from
-    a fast search of playout-cap randomisation, has none). When the batch carries material
-    targets (`Positions.material`), the network's material head adds `material_loss_weight` x
-    (m - m_hat)^2, averaged under `value_mask` as the value.
+    a fast search of playout-cap randomisation, has none). Each auxiliary target the batch
+    carries adds its head's term (`apply_fn(..., auxiliary=True)`): material
+    `material_loss_weight` x (m - m_hat)^2 and short value `short_value_loss_weight` x
+    (y - y_hat)^2, both averaged under `value_mask` as the value; reply policy
+    `reply_policy_loss_weight` x -pi' . log p', averaged over the positions with a reply
+    target (pi' summing to 1) as the policy.
 
     Args:
       params: the network's parameters (differentiated).
       apply_fn: the network (`azjax.core.network.make_network`).
       batch: `Positions` [B]: observation float32 [B, *obs], policy float32 [B, A], value
-        float32 [B], value_mask bool [B], material float32 [B] or None.
+        float32 [B], value_mask bool [B], material float32 [B] or None, reply_policy float32
+        [B, A] or None, short_value float32 [B] or None.
       value_loss_weight: the value term's weight.
-      material_loss_weight: the material term's weight (with material targets).
+      material_loss_weight, reply_policy_loss_weight, short_value_loss_weight: the auxiliary
+        terms' weights (with their targets).
 
     Returns:
-      (loss float32 [], metrics: a dict of float32 [] by name).
+      (loss float32 [], metrics: a dict of float32 [] by name, with `loss/material`,
+      `loss/reply_policy`, `loss/short_value` for the auxiliary targets the batch carries).
     """
     chex.assert_rank(batch.policy, 2)
     size = batch.policy.shape[0]
     chex.assert_shape([batch.value, batch.value_mask], (size,))
     chex.assert_tree_shape_prefix(batch, (size,))
     variables = {"params": params}
-    if batch.material is None:
-        logits, value = apply_fn(variables, batch.observation, train=True)
+    targets = {"material": batch.material, "reply_logits": batch.reply_policy,
+               "short_value": batch.short_value}
+    targets = {name: target for name, target in targets.items() if target is not None}
+    heads = {}
+    if targets:
+        logits, value, heads = apply_fn(variables, batch.observation, train=True, auxiliary=True)
     else:
-        chex.assert_shape(batch.material, (size,))
-        logits, value, material = apply_fn(variables, batch.observation, train=True,
-                                           material=True)
-        chex.assert_shape(material, (size,))
+        logits, value = apply_fn(variables, batch.observation, train=True)
     chex.assert_shape(logits, batch.policy.shape)
     chex.assert_shape(value, (size,))
     log_p = jax.nn.log_softmax(logits)
-    policy_count = jnp.maximum(jnp.sum(jnp.sum(batch.policy, axis=-1) > 0.5), 1.0)
-    policy_loss = -jnp.sum(batch.policy * log_p) / policy_count
+    policy_loss = _cross_entropy(batch.policy, log_p)
     mask = batch.value_mask.astype(jnp.float32)
     value_count = jnp.maximum(mask.sum(), 1.0)
     value_loss = jnp.sum(mask * (batch.value - value) ** 2) / value_count
     # The target policy's own entropy: policy_loss - target_entropy = KL(target || net).
     target_entropy = -jnp.sum(jnp.where(batch.policy > 0, batch.policy * jnp.log(batch.policy),
-                                        0.0)) / policy_count
+                                        0.0)) / _target_count(batch.policy)
     close = jnp.abs(batch.value - value) < 0.5
     metrics = {
         "loss/value": value_loss,
@@ -70,8 +79,26 @@ def alphazero_loss(params: Any, apply_fn: ApplyFn, batch: Positions, *,
         "value/mean_abs": jnp.abs(value).mean(),
     }
     loss = policy_loss + value_loss_weight * value_loss
-    if batch.material is not None:
-        material_loss = jnp.sum(mask * (batch.material - material) ** 2) / value_count
-        metrics["loss/material"] = material_loss
-        loss = loss + material_loss_weight * material_loss
+    terms = {"material": ("loss/material", material_loss_weight),
+             "reply_logits": ("loss/reply_policy", reply_policy_loss_weight),
+             "short_value": ("loss/short_value", short_value_loss_weight)}
+    for name, target in targets.items():
+        chex.assert_equal_shape([target, heads[name]])
+        if name == "reply_logits":
+            term = _cross_entropy(target, jax.nn.log_softmax(heads[name]))
+        else:
+            term = jnp.sum(mask * (target - heads[name]) ** 2) / value_count
+        key, weight = terms[name]
+        metrics[key] = term
+        loss = loss + weight * term
     return loss, metrics
+
+
+def _target_count(policy: jax.Array) -> jax.Array:
+    """float32 []: the positions of `policy` [B, A] with a target (summing to 1), at least 1."""
+    return jnp.maximum(jnp.sum(jnp.sum(policy, axis=-1) > 0.5), 1.0)
+
+
+def _cross_entropy(policy: jax.Array, log_p: jax.Array) -> jax.Array:
+    """-pi . log p averaged over the positions with a target: policy, log_p float32 [B, A]."""
+    return -jnp.sum(policy * log_p) / _target_count(policy)

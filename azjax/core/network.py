@@ -4,6 +4,9 @@ The residual MLP (`kind: resmlp`) exists for CPUs: its layers are plain matmuls,
 runs near its peak forward and backward, where the ResNet's convolution backward pass runs at a
 fraction of it (measured in docs/results.md).
 
+Optional heads trained only as auxiliary targets (the game's final material, the next
+position's policy, a short-horizon value) branch from the same trunk (`PolicyValueNet`).
+
 Normalisation policy: stateless LayerNorm (over channels) in place of BatchNorm. The network
 then has no batch statistics, so search, training and multi-device runs see the same function
 with nothing to sync or switch between train and eval modes. `apply(..., train=...)` is
@@ -33,10 +36,12 @@ import jax.numpy as jnp
 
 from azjax.config import NetworkConfig
 
-__all__ = ["ApplyFn", "PolicyValueNet", "init_network", "make_network", "count_flops"]
+__all__ = ["AUXILIARY_HEADS", "ApplyFn", "PolicyValueNet", "auxiliary_heads", "init_network",
+           "make_network", "count_flops"]
 
-# apply(variables, obs[B, *obs], *, train=False, material=False) -> (logits[B, A], value[B])
-# (+ material[B] with material=True: NetworkConfig.material_head)
+# apply(variables, obs[B, *obs], *, train=False, material=False, auxiliary=False)
+#   -> (logits[B, A], value[B]); + material[B] with material=True (NetworkConfig.material_head);
+#   + the auxiliary heads' {name: output} with auxiliary=True (`AUXILIARY_HEADS`)
 ApplyFn = Callable[..., tuple[jax.Array, ...]]
 MatmulDtype = Literal["float32", "bfloat16"]
 
@@ -87,7 +92,7 @@ class _ResNet(nn.Module):
     matmul_dtype: MatmulDtype = "float32"  # no effect: convs and heads stay float32
 
     @nn.compact
-    def __call__(self, obs: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+    def __call__(self, obs: jax.Array) -> tuple[jax.Array, ...]:
         cfg = self.config
         x = _conv_norm_relu(cfg.channels, obs)
         for _ in range(cfg.blocks):
@@ -98,7 +103,7 @@ class _ResNet(nn.Module):
         features = features.reshape(features.shape[0], -1)
         v = nn.relu(nn.Dense(cfg.value_hidden)(features))
         value = jnp.tanh(nn.Dense(1)(v))[:, 0]
-        return logits, value, features
+        return logits, value, features, x
 
 
 class _MLP(nn.Module):
@@ -107,14 +112,14 @@ class _MLP(nn.Module):
     matmul_dtype: MatmulDtype = "float32"
 
     @nn.compact
-    def __call__(self, obs: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+    def __call__(self, obs: jax.Array) -> tuple[jax.Array, ...]:
         dense = _dense(self.matmul_dtype)
         x = obs.reshape(obs.shape[0], -1)
         for width in self.config.hidden:
             x = nn.relu(dense(width)(x))
         logits = nn.Dense(self.num_actions)(x)  # heads in float32 (module docstring)
         value = jnp.tanh(nn.Dense(1)(x))[:, 0]
-        return logits, value, x
+        return logits, value, x, x
 
 
 class _ResidualMLPBlock(nn.Module):
@@ -136,7 +141,7 @@ class _ResidualMLP(nn.Module):
     matmul_dtype: MatmulDtype = "float32"
 
     @nn.compact
-    def __call__(self, obs: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+    def __call__(self, obs: jax.Array) -> tuple[jax.Array, ...]:
         cfg = self.config
         dense = _dense(self.matmul_dtype)
         x = obs
@@ -149,35 +154,91 @@ class _ResidualMLP(nn.Module):
         logits = nn.Dense(self.num_actions)(x)  # heads in float32 (module docstring)
         v = nn.relu(nn.Dense(cfg.value_hidden)(x))
         value = jnp.tanh(nn.Dense(1)(v))[:, 0]
-        return logits, value, x
+        return logits, value, x, x
 
 
+# Each body: obs -> (logits [B, A], value [B], the value head's input [B, F], the trunk's
+# output the heads branch from: [B, H, W, C] for the ResNet, [B, F] for the MLPs).
 _BODIES = {"resnet": _ResNet, "resmlp": _ResidualMLP, "mlp": _MLP}
+
+# The auxiliary heads' outputs by name (`apply(..., auxiliary=True)`), each with the
+# `NetworkConfig` switch that adds it: material float32 [B], reply_logits float32 [B, A],
+# short_value float32 [B].
+AUXILIARY_HEADS = {"material": "material_head", "reply_logits": "reply_policy_head",
+                   "short_value": "short_value_head"}
+
+
+def auxiliary_heads(config: NetworkConfig) -> tuple[str, ...]:
+    """The names of the auxiliary outputs a network of `config` has (`AUXILIARY_HEADS`)."""
+    return tuple(name for name, switch in AUXILIARY_HEADS.items() if getattr(config, switch))
+
+
+class _ReplyPolicyHead(nn.Module):
+    """The policy head's shape over the trunk: the ResNet's 1x1 conv, then a dense layer to
+    the A logits; [B, H, W, C] or [B, F] -> float32 [B, A]."""
+
+    config: NetworkConfig
+    num_actions: int
+
+    @nn.compact
+    def __call__(self, trunk: jax.Array) -> jax.Array:
+        if trunk.ndim == 4:
+            trunk = _head_features(self.config.policy_channels, self.config.head_norm, trunk)
+        return nn.Dense(self.num_actions)(trunk.reshape(trunk.shape[0], -1))
+
+
+class _ShortValueHead(nn.Module):
+    """A value head over the value head's input: dense, ReLU, dense to one output, tanh;
+    [B, F] -> float32 [B] in [-1, 1] (the target is a mean of values and results)."""
+
+    hidden: int
+
+    @nn.compact
+    def __call__(self, features: jax.Array) -> jax.Array:
+        return jnp.tanh(nn.Dense(1)(nn.relu(nn.Dense(self.hidden)(features))))[:, 0]
 
 
 class PolicyValueNet(nn.Module):
-    """obs float32[B, *obs] -> (logits float32[B, A], value float32[B] in [-1, 1]), and with
-    `material=True` also the material head's float32[B] (`NetworkConfig.material_head`)."""
+    """obs float32[B, *obs] -> (logits float32[B, A], value float32[B] in [-1, 1]); with
+    `material=True` also the material head's float32[B] (`NetworkConfig.material_head`), with
+    `auxiliary=True` also a dict of every auxiliary head's output (`AUXILIARY_HEADS`).
+
+    The auxiliary heads sit beside the body's parameters, so a network without them has the
+    same tree, and they run only when asked for (and at `init`, which makes their
+    parameters): the search's evaluations never compute them.
+    """
 
     config: NetworkConfig
     num_actions: int
     matmul_dtype: MatmulDtype = "float32"
 
     @nn.compact
-    def __call__(self, obs: jax.Array, *, train: bool = False, material: bool = False):
+    def __call__(self, obs: jax.Array, *, train: bool = False, material: bool = False,
+                 auxiliary: bool = False):
         del train  # stateless normalisation: train and eval are the same function
-        if material and not self.config.material_head:
+        cfg = self.config
+        if material and not cfg.material_head:
             raise ValueError("material=True needs network.material_head")
-        body = _BODIES[self.config.kind]
-        logits, value, features = body(self.config, self.num_actions, self.matmul_dtype,
-                                       name=self.config.kind)(obs)
-        if not self.config.material_head:
-            return logits, value
-        # Beside the body's parameters, so a network without the head has the same tree. It
-        # reads the value head's input; linear output (the target is not bounded by 1).
-        m = nn.relu(nn.Dense(self.config.value_hidden, name="material_hidden")(features))
-        predicted = nn.Dense(1, name="material_out")(m)[:, 0]
-        return (logits, value, predicted) if material else (logits, value)
+        if material and auxiliary:
+            raise ValueError("ask for material=True or auxiliary=True, not both")
+        body = _BODIES[cfg.kind]
+        logits, value, features, trunk = body(cfg, self.num_actions, self.matmul_dtype,
+                                              name=cfg.kind)(obs)
+        wanted = auxiliary or self.is_initializing()
+        heads = {}
+        if cfg.material_head and (material or wanted):
+            # Reads the value head's input; linear output (the target is not bounded by 1).
+            m = nn.relu(nn.Dense(cfg.value_hidden, name="material_hidden")(features))
+            heads["material"] = nn.Dense(1, name="material_out")(m)[:, 0]
+        if cfg.reply_policy_head and wanted:
+            heads["reply_logits"] = _ReplyPolicyHead(cfg, self.num_actions,
+                                                     name="reply_policy_head")(trunk)
+        if cfg.short_value_head and wanted:
+            heads["short_value"] = _ShortValueHead(cfg.value_hidden,
+                                                   name="short_value_head")(features)
+        if material:
+            return logits, value, heads["material"]
+        return (logits, value, heads) if auxiliary else (logits, value)
 
 
 def make_network(config: NetworkConfig, num_actions: int, *,
@@ -192,8 +253,9 @@ def make_network(config: NetworkConfig, num_actions: int, *,
 
     Returns:
       (module, apply) with `apply(variables, obs float32 [B, *obs], *, train=False,
-      material=False) -> (logits float32 [B, A], value float32 [B])`, plus the material head's
-      float32 [B] when `material=True`.
+      material=False, auxiliary=False) -> (logits float32 [B, A], value float32 [B])`, plus
+      the material head's float32 [B] when `material=True`, or the dict of the auxiliary
+      heads' outputs (`AUXILIARY_HEADS`; {} for a network without any) when `auxiliary=True`.
 
     Raises:
       ValueError: for an unknown `matmul_dtype`.
@@ -202,10 +264,19 @@ def make_network(config: NetworkConfig, num_actions: int, *,
         raise ValueError(f"matmul_dtype must be 'float32' or 'bfloat16', got {matmul_dtype!r}")
     module = PolicyValueNet(config, num_actions, matmul_dtype)
 
-    def apply(variables, obs: jax.Array, *, train: bool = False, material: bool = False):
-        outputs = module.apply(variables, obs, train=train, material=material)
-        chex.assert_shape(outputs[0], (obs.shape[0], num_actions))
-        chex.assert_shape(outputs[1:], (obs.shape[0],))
+    def apply(variables, obs: jax.Array, *, train: bool = False, material: bool = False,
+              auxiliary: bool = False):
+        outputs = module.apply(variables, obs, train=train, material=material,
+                               auxiliary=auxiliary)
+        batch = obs.shape[0]
+        chex.assert_shape(outputs[0], (batch, num_actions))
+        if auxiliary:
+            chex.assert_shape(outputs[1], (batch,))
+            for name, head in outputs[2].items():
+                chex.assert_shape(head, (batch, num_actions) if name == "reply_logits"
+                                  else (batch,))
+        else:
+            chex.assert_shape(outputs[1:], (batch,))
         return outputs
 
     return module, apply

@@ -38,6 +38,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec, SingleDeviceShardin
 
 from azjax.config import ConfigError, ExperimentConfig, SelfPlayConfig
 from azjax.core.selfplay import SelfPlayFn, SelfPlayState, SelfPlayStats, make_selfplay
+from azjax.core.targets import NO_AUXILIARY_TARGETS, AuxiliaryTargets
 from envs.core import Env
 
 if TYPE_CHECKING:  # for annotations only: the learner imports this module
@@ -167,7 +168,8 @@ def initialize_distributed(coordinator: str | None = None, num_processes: int | 
 
 
 def make_sharded_selfplay(mesh: Mesh, env: Env, search_fn: Callable[..., Any],
-                          config: SelfPlayConfig) -> SelfPlayFn:
+                          config: SelfPlayConfig, *,
+                          auxiliary: AuxiliaryTargets = NO_AUXILIARY_TARGETS) -> SelfPlayFn:
     """Self-play as D games-per-device programs (`jax.shard_map`).
 
     Device d plays games [d B/D, (d+1) B/D) of the batch, with no communication inside the
@@ -182,6 +184,7 @@ def make_sharded_selfplay(mesh: Mesh, env: Env, search_fn: Callable[..., Any],
       mesh: the 1-D mesh (`make_mesh`); D = its device count divides `config.batch_size`.
       env: the game self-play walks; search_fn: `azjax.core.search.make_search(...)`'s function.
       config: self-play settings, `batch_size` B the global number of games.
+      auxiliary: the auxiliary targets the positions carry (`make_selfplay`).
 
     Returns:
       `selfplay(variables, key, state) -> (state, positions, emit, stats)` with
@@ -190,7 +193,8 @@ def make_sharded_selfplay(mesh: Mesh, env: Env, search_fn: Callable[..., Any],
     """
     devices = mesh.devices.size
     games_per_device = config.batch_size // devices
-    local = make_selfplay(env, search_fn, dataclasses.replace(config, batch_size=games_per_device))
+    local = make_selfplay(env, search_fn, dataclasses.replace(config, batch_size=games_per_device),
+                          auxiliary=auxiliary)
     games, steps, rep = PartitionSpec(AXIS), PartitionSpec(None, AXIS), PartitionSpec()
 
     def per_device(variables, key, state):
@@ -268,8 +272,8 @@ class Placement(abc.ABC):
         """`init(key)` compiled and run, its state laid out as `state_shardings()` says."""
 
     @abc.abstractmethod
-    def make_selfplay(self, env: Env, search_fn: Callable[..., Any],
-                      config: SelfPlayConfig) -> SelfPlayFn:
+    def make_selfplay(self, env: Env, search_fn: Callable[..., Any], config: SelfPlayConfig, *,
+                      auxiliary: AuxiliaryTargets = NO_AUXILIARY_TARGETS) -> SelfPlayFn:
         """`make_selfplay`'s function for this layout (same signature, global shapes)."""
 
     @abc.abstractmethod
@@ -334,10 +338,10 @@ class OneDevice(Placement):
         del state_shardings
         return jax.jit(init)(key)
 
-    def make_selfplay(self, env: Env, search_fn: Callable[..., Any],
-                      config: SelfPlayConfig) -> SelfPlayFn:
-        """`make_selfplay(env, search_fn, config)` itself."""
-        return make_selfplay(env, search_fn, config)
+    def make_selfplay(self, env: Env, search_fn: Callable[..., Any], config: SelfPlayConfig, *,
+                      auxiliary: AuxiliaryTargets = NO_AUXILIARY_TARGETS) -> SelfPlayFn:
+        """`make_selfplay(env, search_fn, config, auxiliary=auxiliary)` itself."""
+        return make_selfplay(env, search_fn, config, auxiliary=auxiliary)
 
     def jit_selfplay_step(self, play_and_add: StepFn, state_shardings: StateShardings, *,
                           play: SelfPlayFn, add: StepFn,
@@ -372,10 +376,10 @@ class _OnMesh(Placement):
             games=_every(abstract.selfplay.games, games), opening_moves=games,
             previous=_every(abstract.selfplay.previous, steps), previous_emitted=steps)
 
-    def make_selfplay(self, env: Env, search_fn: Callable[..., Any],
-                      config: SelfPlayConfig) -> SelfPlayFn:
+    def make_selfplay(self, env: Env, search_fn: Callable[..., Any], config: SelfPlayConfig, *,
+                      auxiliary: AuxiliaryTargets = NO_AUXILIARY_TARGETS) -> SelfPlayFn:
         """`make_sharded_selfplay` over this mesh."""
-        return make_sharded_selfplay(self.mesh, env, search_fn, config)
+        return make_sharded_selfplay(self.mesh, env, search_fn, config, auxiliary=auxiliary)
 
     def selfplay_input(self, value: Any) -> Any:
         """The host value as a global array replicated over the mesh (`replicate`)."""

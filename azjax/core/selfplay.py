@@ -23,7 +23,12 @@ import jax.numpy as jnp
 from flax import struct
 
 from azjax.config import SelfPlayConfig
-from azjax.core.targets import StepRecord, emit_positions
+from azjax.core.targets import (
+    NO_AUXILIARY_TARGETS,
+    AuxiliaryTargets,
+    StepRecord,
+    emit_positions,
+)
 from azjax.core.types import Positions
 from envs.core import Env
 
@@ -223,7 +228,8 @@ def _search_each_game(search_fn, variables: Any, keys: jax.Array, games: Any,
     return jax.vmap(one)(keys, games)
 
 
-def make_selfplay(env: Env, search_fn: Callable[..., Any], config: SelfPlayConfig) -> SelfPlayFn:
+def make_selfplay(env: Env, search_fn: Callable[..., Any], config: SelfPlayConfig, *,
+                  auxiliary: AuxiliaryTargets = NO_AUXILIARY_TARGETS) -> SelfPlayFn:
     """Self-play of `config.batch_size` lockstep games, one chunk of T steps per call.
 
     With `config.per_game_randomness`, every random draw of game b at step t comes from
@@ -246,6 +252,7 @@ def make_selfplay(env: Env, search_fn: Callable[..., Any], config: SelfPlayConfi
       env: the game (its states batched [B]).
       search_fn: `azjax.core.search.make_search(...)`'s function.
       config: self-play settings; B = `batch_size`, T = the resolved `chunk_length`.
+      auxiliary: the auxiliary targets the positions carry (`emit_positions`).
 
     Returns:
       `selfplay(variables, key, state, first_game=0, start_pool=None) -> (state, positions,
@@ -260,7 +267,8 @@ def make_selfplay(env: Env, search_fn: Callable[..., Any], config: SelfPlayConfi
     """
     chunk, max_length = resolve_lengths(env, config)
     _check_random_start(env, config)
-    return functools.partial(_play_chunk, _ChunkSetup(env, search_fn, config, chunk, max_length))
+    return functools.partial(_play_chunk, _ChunkSetup(env, search_fn, config, chunk, max_length,
+                                                      auxiliary))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -272,6 +280,7 @@ class _ChunkSetup:
     config: SelfPlayConfig
     chunk: int  # T: steps per chunk
     max_length: int  # plies after which a game is truncated
+    auxiliary: AuxiliaryTargets = NO_AUXILIARY_TARGETS  # the targets beside value and policy
 
 
 def _play_chunk(setup: _ChunkSetup, variables: Any, key: chex.PRNGKey, state: SelfPlayState,
@@ -286,7 +295,8 @@ def _play_chunk(setup: _ChunkSetup, variables: Any, key: chex.PRNGKey, state: Se
                                     start_pool),
         (state.games, state.opening_moves), keys)
     positions, emit, emitted_now = emit_positions(
-        state.previous, state.previous_emitted, records, setup.config.search_value_weight)
+        state.previous, state.previous_emitted, records, setup.config.search_value_weight,
+        auxiliary=setup.auxiliary)
     window = 2 * setup.chunk * setup.config.batch_size
     chex.assert_shape(emit, (window,))
     chex.assert_shape(positions.value, (window,))

@@ -15,15 +15,18 @@ import jax
 __all__ = ["Positions", "struct_with_late_fields"]
 
 
+_LATE_KEPT = "_late_fields_in_pytree"  # set on instances unflattened with their late fields
+
+
 def struct_with_late_fields(*late: str) -> Callable[[type], type]:
     """A frozen dataclass pytree, like `flax.struct.dataclass` (every field a child, keyed by
     its name; a `replace` method), whose `late` fields are left out of the pytree while all of
     them are None: fields added after runs were checkpointed, so a run without them keeps the
     exact pytree, and checkpoint layout, it had before they existed.
 
-    Orbax maps every leaf to None (its save arguments) and expects the same structure back, so
-    the late fields must not all be bare arrays: one of them should be a pytree node (an env
-    State), whose mapped copy is not None itself."""
+    An instance rebuilt from a pytree with the late fields keeps them in its pytree even when
+    every leaf is None: a `tree.map` to None (as orbax does for its save arguments) then keeps
+    the structure it mapped."""
 
     def wrap(cls: type) -> type:
         cls = dataclasses.dataclass(frozen=True)(cls)
@@ -33,7 +36,7 @@ def struct_with_late_fields(*late: str) -> Callable[[type], type]:
             raise TypeError(f"{cls.__name__} has no fields {sorted(unknown)}")
 
         def present(x) -> tuple[str, ...]:
-            if all(getattr(x, n) is None for n in late):
+            if not getattr(x, _LATE_KEPT, False) and all(getattr(x, n) is None for n in late):
                 return tuple(n for n in names if n not in late)
             return names
 
@@ -46,7 +49,10 @@ def struct_with_late_fields(*late: str) -> Callable[[type], type]:
             return [getattr(x, n) for n in kept], kept
 
         def unflatten(kept, children):
-            return cls(**dict(zip(kept, children, strict=True)))
+            made = cls(**dict(zip(kept, children, strict=True)))
+            if len(kept) == len(names):  # the late fields were in the pytree: keep them there
+                object.__setattr__(made, _LATE_KEPT, True)
+            return made
 
         jax.tree_util.register_pytree_with_keys(cls, flatten_with_keys, unflatten, flatten)
         cls.replace = lambda self, **updates: dataclasses.replace(self, **updates)
@@ -55,7 +61,7 @@ def struct_with_late_fields(*late: str) -> Callable[[type], type]:
     return wrap
 
 
-@struct_with_late_fields("state", "outcome")
+@struct_with_late_fields("state", "outcome", "reply_policy", "short_value")
 class Positions:
     """Training positions, any leading shape (e.g. [T, B] from self-play, [C] in the buffer)."""
 
@@ -72,3 +78,10 @@ class Positions:
     # float32 [...], the game's outcome z for the player to move (`value` mixes z with the
     # search value), under `value_mask`; None exactly when `state` is
     outcome: jax.Array | None = None
+    # float32 [..., A], the search policy of the next position of the same game (the
+    # reply-policy head's target); all zeros where there is none (the game ended here, or a
+    # fast search of playout-cap randomisation left none); None without that head
+    reply_policy: jax.Array | None = None
+    # float32 [...], the short-horizon value for the player to move (`short_value_targets`),
+    # under `value_mask`; None without the short-value head
+    short_value: jax.Array | None = None
