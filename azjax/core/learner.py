@@ -35,7 +35,13 @@ from azjax.core.network import init_network, make_network
 from azjax.core.placement import OneDevice, choose_placement
 from azjax.core.reanalyse import reanalyse
 from azjax.core.search import make_network_search, tree_env
-from azjax.core.selfplay import SelfPlayState, StartPool, init_selfplay
+from azjax.core.selfplay import (
+    SelfPlayState,
+    StartPool,
+    branches_from_replay,
+    init_selfplay,
+    zero_states,
+)
 from azjax.core.targets import AuxiliaryTargets
 from azjax.core.types import Positions
 from envs.core import Env
@@ -126,9 +132,7 @@ def stores_states(config: ExperimentConfig) -> bool:
     """Whether the run's replay buffer stores each position's env state and outcome: needed by
     reanalysis (`reanalyse.fraction`) and branching starts (`selfplay.random_start_source:
     replay`), and only then (it costs memory)."""
-    play = config.selfplay
-    return config.reanalyse.fraction > 0 or (play.random_start_prob > 0
-                                             and play.random_start_source == "replay")
+    return config.reanalyse.fraction > 0 or branches_from_replay(config.selfplay)
 
 
 def reanalysed_per_update(config: ExperimentConfig) -> int:
@@ -258,10 +262,8 @@ class Learner:
             short_value=jnp.zeros((), jnp.float32) if cfg.network.short_value_head else None,
         )
         if stores_states(cfg):  # a zero env state of the game self-play walks
-            state = jax.eval_shape(self.selfplay_env.init, jax.random.PRNGKey(0))
-            example = example.replace(
-                state=jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), state),
-                outcome=jnp.zeros((), jnp.float32))
+            example = example.replace(state=zero_states(self.selfplay_env, ()),
+                                      outcome=jnp.zeros((), jnp.float32))
         return RunState(
             iteration=jnp.zeros((), jnp.int32),
             train=TrainState(step=jnp.zeros((), jnp.int32), params=params,
@@ -287,7 +289,7 @@ class Learner:
         """With branching starts (`random_start_source: replay`), B states drawn uniformly from
         the replay window for the chunk's new games; else None."""
         play = self.config.selfplay
-        if not (play.random_start_prob > 0 and play.random_start_source == "replay"):
+        if not branches_from_replay(play):
             return None
         window = replay_lib.window_size(self.config.replay, run.iteration)
         slots = replay_lib.sample_slots(run.replay, jax.random.fold_in(key, _SIDE_STREAM),

@@ -37,9 +37,11 @@ __all__ = [
     "StartPool",
     "SelfPlayState",
     "SelfPlayStats",
+    "branches_from_replay",
     "init_selfplay",
     "make_selfplay",
     "resolve_lengths",
+    "zero_states",
 ]
 
 
@@ -152,6 +154,19 @@ def _fresh_games(env: Env, config: SelfPlayConfig, k_init: jax.Array, k_open: ja
     return games, opening
 
 
+def branches_from_replay(config: SelfPlayConfig) -> bool:
+    """Whether new games may start from positions of the replay buffer (`random_start_prob`
+    > 0 with `random_start_source: replay`)."""
+    return config.random_start_prob > 0 and config.random_start_source == "replay"
+
+
+def zero_states(env: Env, leading_shape: tuple[int, ...]) -> Any:
+    """All-zero env states shaped as the game's, with `leading_shape` in front of each leaf
+    (a buffer's or a record's slots to fill)."""
+    example = jax.eval_shape(env.init, jax.random.PRNGKey(0))
+    return jax.tree.map(lambda x: jnp.zeros((*leading_shape, *x.shape), x.dtype), example)
+
+
 def _check_random_start(env: Env, config: SelfPlayConfig) -> None:
     """Raises ValueError when `random_start_prob` is set for a game with no random starts
     (the replay source needs none: it starts from the buffer's positions)."""
@@ -163,9 +178,6 @@ def _check_random_start(env: Env, config: SelfPlayConfig) -> None:
 
 def _empty_records(env: Env, length: int, batch: int, material: bool,
                    states: bool = False) -> StepRecord:
-    if states:  # zero env states [T, B], shaped as the game's
-        example = jax.eval_shape(env.init, jax.random.PRNGKey(0))
-        state = jax.tree.map(lambda x: jnp.zeros((length, batch, *x.shape), x.dtype), example)
     return StepRecord(
         observation=jnp.zeros((length, batch, *env.observation_shape), jnp.float32),
         policy=jnp.zeros((length, batch, env.num_actions), jnp.float32),
@@ -177,7 +189,7 @@ def _empty_records(env: Env, length: int, batch: int, material: bool,
         truncated=jnp.zeros((length, batch), jnp.bool_),
         valid=jnp.zeros((length, batch), jnp.bool_),
         material=jnp.zeros((length, batch, 2), jnp.float32) if material else None,
-        state=state if states else None,
+        state=zero_states(env, (length, batch)) if states else None,
     )
 
 
