@@ -347,8 +347,10 @@ class EvalConfig:
     Valid: >= 1."""
     opponents: tuple[str, ...] = ("random", "greedy")
     """The arenas' opponents: `random` (uniform legal moves), `greedy` (wins at once if it
-    can, else avoids moves that let the opponent win next) and `mcts:N` (plain UCT with random
-    rollouts, N simulations). Valid: a list of `random`, `greedy` and `mcts:N` with N >= 1."""
+    can, else avoids moves that let the opponent win next), `mcts:N` (plain UCT with random
+    rollouts, N simulations) and `alphabeta:D` (alpha-beta to D whole moves over the game's
+    hand-made evaluation, docs/evaluation.md). Valid: a list of `random`, `greedy`, `mcts:N`
+    with N >= 1 and `alphabeta:D` with D >= 1."""
     num_simulations: int = 0
     """Search simulations at evaluation, and a run's default for play and export;
     0 = search.num_simulations. Valid: >= 0."""
@@ -818,8 +820,8 @@ def _validate_eval(evaluation: EvalConfig) -> None:
     _require(evaluation.num_simulations >= 0, "eval.num_simulations",
              "must be >= 0 (0 = search.num_simulations)")
     for opponent in evaluation.opponents:
-        rollouts = opponent.removeprefix("mcts:")
+        kind, _, count = opponent.partition(":")
         _require(opponent in ("random", "greedy")
-                 or (opponent.startswith("mcts:") and rollouts.isdigit() and int(rollouts) > 0),
+                 or (kind in ("mcts", "alphabeta") and count.isdigit() and int(count) > 0),
                  "eval.opponents", f"unknown opponent {opponent!r} (random, greedy, mcts:N "
-                 "with N >= 1)")
+                 "with N >= 1, alphabeta:D with D >= 1)")

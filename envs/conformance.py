@@ -12,7 +12,7 @@ import numpy as np
 from envs.core import BoardView, Env, GameState
 
 __all__ = ["check_env", "check_finished_games_stay", "check_human_interface",
-           "check_initial_state", "check_random_play"]
+           "check_initial_state", "check_random_play", "check_search_evaluation"]
 
 _BASE_FIELDS = {
     "current_player": ((), jnp.int32),
@@ -60,7 +60,8 @@ def check_env(env: Env, *, num_games: int = 16, max_steps: int = 1000, seed: int
     (`check_initial_state`); the notation and drawing for people (`check_human_interface`);
     an illegal action at the start as a loss for the mover; random play of `num_games` games to
     the end (`check_random_play`: rewards zero-sum and only on the final step, all-True mask at
-    finished states, a no-op step after the end, jit == no-jit, one game == a vmapped batch).
+    finished states, a no-op step after the end, jit == no-jit, one game == a vmapped batch,
+    and the alpha-beta baseline's `heuristic_value` and `forcing`).
 
     Args:
       env: the game.
@@ -214,6 +215,34 @@ def check_random_play(env: Env, key: jax.Array, jitted_step, *, num_games: int =
     for batch_states, actions in history[: min(len(history), 6)]:
         _check_single_matches_batch(env, jitted_step, batch_step, batch_observe, batch_states,
                                     actions)
+    check_search_evaluation(env, history[len(history) // 2][0])
+
+
+def check_search_evaluation(env: Env, states: GameState) -> None:
+    """The alpha-beta baseline's members on a batch of states: `heuristic_value` one float32
+    per game, finite and strictly inside (-1, 1) (so results outrank it); `forcing` one bool
+    per game.
+
+    Args:
+      env: the game.
+      states: a batch of states (finished games are skipped).
+
+    Raises:
+      AssertionError: naming the broken rule.
+    """
+    live = ~np.asarray(states.terminated | states.truncated)
+    values = jax.eval_shape(jax.vmap(env.heuristic_value), states)
+    forcing = jax.eval_shape(jax.vmap(env.forcing), states)
+    if values.shape != live.shape or values.dtype != jnp.float32:
+        raise _fail(env, f"heuristic_value gives {values.dtype}{list(values.shape[1:])}, "
+                         "expected float32[]")
+    if forcing.shape != live.shape or forcing.dtype != jnp.bool_:
+        raise _fail(env, f"forcing gives {forcing.dtype}{list(forcing.shape[1:])}, "
+                         "expected bool[]")
+    values = np.asarray(jax.jit(jax.vmap(env.heuristic_value))(states))[live]
+    if not np.all(np.isfinite(values) & (np.abs(values) < 1.0)):
+        raise _fail(env, f"heuristic_value must lie strictly inside (-1, 1) on live "
+                         f"positions; got {values[~(np.abs(values) < 1.0)][:3].tolist()}")
 
 
 def _masked_probe(states, masks: np.ndarray, done_before: np.ndarray):

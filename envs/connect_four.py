@@ -7,6 +7,7 @@ Player 0 moves first.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 import jax
@@ -16,7 +17,7 @@ from flax import struct
 
 from envs.core import BoardView, Cell, Env, status_line
 
-__all__ = ["State", "ConnectFour"]
+__all__ = ["EVAL_WEIGHTS", "ConnectFour", "EvalWeights", "State"]
 
 ROWS, COLS = 6, 7
 EMPTY = -1
@@ -44,6 +45,22 @@ def _lines_through_each_cell(lines: np.ndarray) -> np.ndarray:
         through = lines[np.any(lines == cell, axis=1)]
         table[cell, : len(through)] = through
     return table
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalWeights:
+    """The weights of `ConnectFour.heuristic_value`, for the side to move minus the other side
+    (docs/envs.md lists them; a change of any weight needs a new
+    `ConnectFour.evaluation_version`)."""
+
+    three: float = 1.0  # a line of four holding three of the side's stones and an empty cell
+    two: float = 0.2  # a line holding two of the side's stones and two empty cells
+    centre: float = 0.1  # a stone in the middle column
+    scale: float = 4.0  # heuristic = SQUASH * tanh(score / scale)
+
+
+EVAL_WEIGHTS = EvalWeights()
+SQUASH = 0.9  # keeps every static score clear of a result's +-1
 
 
 _LINES = _all_lines()
@@ -104,6 +121,25 @@ class ConnectFour(Env):
             terminated=won | ~jnp.any(legal),
             board=board,
         )
+
+    evaluation_version = "connect_four-1"
+
+    def heuristic_value(self, state: State) -> jax.Array:
+        """float32 []: open threats, the side to move's minus the other side's, squashed into
+        (-0.9, 0.9) by `SQUASH * tanh(difference / scale)`; weights `EVAL_WEIGHTS`."""
+        w = EVAL_WEIGHTS
+        lines = state.board.reshape(-1)[jnp.asarray(_LINES)]  # [69, 4]
+        empty = jnp.sum(lines == EMPTY, axis=-1)
+
+        def score(player):
+            stones = jnp.sum(lines == player, axis=-1)
+            threes = jnp.sum((stones == 3) & (empty == 1))
+            twos = jnp.sum((stones == 2) & (empty == 2))
+            centre = jnp.sum(state.board[:, COLS // 2] == player)
+            return (w.three * threes + w.two * twos + w.centre * centre).astype(jnp.float32)
+
+        me = state.current_player
+        return (SQUASH * jnp.tanh((score(me) - score(1 - me)) / w.scale)).astype(jnp.float32)
 
     def observe(self, state: State) -> jax.Array:
         """float32 [6, 7, 2], top row first: plane 0 the mover's stones, plane 1 the opponent's."""

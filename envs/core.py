@@ -221,6 +221,39 @@ class Env(abc.ABC):
         del state
         raise NotImplementedError(f"{self.name} has no material count")
 
+    # ---- the alpha-beta baseline's evaluation (`azjax.evaluation.alphabeta`) -----------------
+
+    evaluation_version: ClassVar[str] = "terminal-only"
+    """Names `heuristic_value`'s weights: a change of weights gets a new version, so the
+    `alphabeta:D` anchor of a rating ladder means the same from release to release."""
+
+    def heuristic_value(self, state: GameState) -> jax.Array:
+        """A hand-made estimate of a live position for the player to move, which the alpha-beta
+        baseline scores its leaves with (finished games score their result).
+
+        Args:
+          state: one live game's state.
+
+        Returns:
+          float32 [], strictly inside (-1, 1), so a won or lost game always outranks it.
+          The default is 0 (a draw): alpha-beta then sees only results.
+        """
+        del state
+        return jnp.float32(0.0)
+
+    def forcing(self, state: GameState) -> jax.Array:
+        """Whether a position is too sharp to score statically: the alpha-beta baseline
+        searches on past its depth (quiescence) while this holds.
+
+        Args:
+          state: one live game's state.
+
+        Returns:
+          bool []. Draughts: a capture is pending. The default is False.
+        """
+        del state
+        return jnp.bool_(False)
+
     def supports(self, optional: str) -> bool:
         """Whether this game implements an optional jit-able method; traced on abstract
         values, so nothing is computed.

@@ -38,6 +38,7 @@ bit is set in its kind-and-direction bitboard.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
 
@@ -48,7 +49,8 @@ from flax import struct
 
 from envs.core import BoardView, Cell, Env, jitted_step, status_line, tree_select
 
-__all__ = ["Draughts", "State", "action_to_openspiel", "openspiel_to_action"]
+__all__ = ["EVAL_WEIGHTS", "Draughts", "EvalWeights", "State", "action_to_openspiel",
+           "openspiel_to_action"]
 
 NUM_SQUARES = 32
 DRAW_RULES = {"openspiel": 40, "forty_move": 80}  # the counter value that draws the game
@@ -58,6 +60,24 @@ RANDOM_START_TRIES = 4  # draws per random start (0.07% of single draws leave th
 PLANE_SETS = {"basic": 7, "tactics": 11}  # `Draughts(planes=...)`: observation planes
 _DIRECTIONS = ((-1, -1), (-1, 1), (1, -1), (1, 1))  # up-left, up-right, down-left, down-right
 _OPPOSITE = (3, 2, 1, 0)
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalWeights:
+    """The weights of `Draughts.heuristic_value`, in men, for the side to move minus the other
+    side (docs/games/draughts.md lists them; a change of any weight needs a new
+    `Draughts.evaluation_version`, since the `alphabeta:D` anchors are defined by them)."""
+
+    man: float = 1.0
+    king: float = KING_VALUE
+    advancement: float = 0.03  # per row a man has come forward from its own back row (0-6)
+    back_rank: float = 0.1  # per man still on its own back row, guarding it against crowning
+    mobility: float = 0.02  # per action the side could play if it were to move
+    scale: float = 4.0  # heuristic = SQUASH * tanh(score / scale)
+
+
+EVAL_WEIGHTS = EvalWeights()
+SQUASH = 0.9  # keeps every static score clear of a result's +-1
 
 
 def _square_rc(square: int) -> tuple[int, int]:
@@ -120,6 +140,12 @@ def _shift_table() -> list[list[tuple[int, int]]]:
 _SHIFTS = _shift_table()
 _ALL = np.uint32(0xFFFFFFFF)
 _CROWN_ROW = np.array([_bits(range(28, 32)), _bits(range(4))], np.uint32)  # by player
+# Per player: bitboards of the squares a man has come k rows forward on (k = 0..7), and the
+# player's own back row (Black starts on rows 0-2 and moves down, White the other way).
+_ADVANCED_ROWS = np.array([[_bits(range(4 * k, 4 * k + 4)) for k in range(8)],
+                           [_bits(range(4 * (7 - k), 4 * (7 - k) + 4)) for k in range(8)]],
+                          np.uint32)
+_BACK_ROW = np.array([_bits(range(4)), _bits(range(28, 32))], np.uint32)
 # 8x8 cells, row-major: the bit of the cell's square (0 on light cells).
 _CELL_BIT = np.array([1 << sq if sq >= 0 else 0 for sq in
                       (_rc_square(r, c) for r in range(8) for c in range(8))], np.uint32)
@@ -371,6 +397,40 @@ class Draughts(Env):
         men = jax.lax.population_count(state.pieces & ~state.kings)
         kings = jax.lax.population_count(state.pieces & state.kings)
         return (men.astype(jnp.float32) + KING_VALUE * kings.astype(jnp.float32)) / 12.0
+
+    evaluation_version = "draughts-1"
+
+    def heuristic_value(self, state: State) -> jax.Array:
+        """float32 []: the side to move's hand-made score minus the other side's, squashed into
+        (-0.9, 0.9) by `SQUASH * tanh(difference / scale)`; the terms and weights are
+        `EVAL_WEIGHTS` (material, men's advancement, back-rank guard, mobility)."""
+        w = EVAL_WEIGHTS
+        me = state.current_player
+        popcount = jax.lax.population_count
+
+        def score(player, mobility):
+            pieces = state.pieces[player]
+            men = pieces & ~state.kings
+            kings = pieces & state.kings
+            rows = jnp.asarray(_ADVANCED_ROWS)[player]
+            advanced = sum(k * popcount(men & rows[k]) for k in range(1, 8))
+            guards = popcount(men & jnp.asarray(_BACK_ROW)[player])
+            return (w.man * popcount(men) + w.king * popcount(kings) + w.advancement * advanced
+                    + w.back_rank * guards + w.mobility * mobility).astype(jnp.float32)
+
+        def mobility(player, jumper):
+            words = _move_words(state.pieces[player], state.pieces[1 - player], state.kings,
+                                player, jumper)
+            return jnp.sum(popcount(words))  # each set bit is one action
+
+        mine = score(me, mobility(me, state.jumper))
+        theirs = score(1 - me, mobility(1 - me, jnp.int8(-1)))
+        return (SQUASH * jnp.tanh((mine - theirs) / w.scale)).astype(jnp.float32)
+
+    def forcing(self, state: State) -> jax.Array:
+        """bool []: a capture is pending (captures are compulsory, so every legal action is
+        one): the alpha-beta baseline searches on through the exchange."""
+        return jnp.any(state.legal_action_mask[int(np.argmax(_IS_JUMP)):]) & ~state.terminated
 
     def observe(self, state: State) -> jax.Array:
         """float32 [8, 8, P], row 0 on top as in the module's diagram, "my" = the mover's.

@@ -10,7 +10,15 @@ import numpy as np
 import pytest
 
 from azjax.evaluation.arena import ArenaResult
-from azjax.training.ladder import LadderResult, fit_elo, format_ladder, run_ladder
+from azjax.training.ladder import (
+    AnchorTable,
+    LadderResult,
+    fit_elo,
+    format_ladder,
+    load_anchors,
+    rate_anchors,
+    run_ladder,
+)
 
 TRUE = {"random": 0.0, "b": 200.0, "c": 400.0}
 PAIRS = [("random", "b"), ("b", "c"), ("random", "c")]
@@ -120,3 +128,89 @@ def test_run_ladder_end_to_end(tiny_run, tmp_path):
     assert (run_dir / "ladder.png").stat().st_size > 1000
     text = format_ladder(result)
     assert any(line.startswith("iter_4") for line in text)
+
+
+def test_fixed_ratings_hold_and_only_the_others_are_fitted():
+    """Anchors held at a table's ratings: a player's fit uses its games against them, and
+    games between two fixed players move nothing."""
+    results = _sampled(2000)
+    free_fit = fit_elo(list(TRUE), results)
+    table = {name: TRUE[name] for name in TRUE if name != "c"}
+    fit = fit_elo(list(TRUE), results, fixed=table)
+    for name, rating in table.items():
+        assert fit[name] == (rating, rating, rating)
+    assert abs(fit["c"][0] - TRUE["c"]) < fit["c"][2] - fit["c"][0] + 1e-9
+    # Between fixed players nothing is fitted: a lopsided result there changes no rating.
+    fixed_pair = next((a, b) for a, b in results if a in table and b in table)
+    skewed = {**results, fixed_pair: (500, 0, 0)}
+    assert fit_elo(list(TRUE), skewed, fixed=table)["c"] == pytest.approx(fit["c"])
+    assert free_fit["c"] != fit["c"]
+    with pytest.raises(ValueError, match="fixed player 'zz'"):
+        fit_elo(list(TRUE), results, fixed={"zz": 1.0})
+
+
+def test_anchor_table_round_trip_and_an_anchored_ladder(tiny_run, tmp_path):
+    table = rate_anchors("tic_tac_toe", ["greedy", "alphabeta:9"],
+                         key=jax.random.PRNGKey(0), games_per_pair=8)
+    assert table.ratings["random"] == 0.0 and len(table.matches) == 3
+    # Perfect play never loses: alphabeta:9 scores at least half against both others.
+    for a, b, wins, draws, losses in table.matches:
+        if "alphabeta:9" in (a, b):
+            mine = (wins, losses) if a == "alphabeta:9" else (losses, wins)
+            assert mine[1] == 0
+    path = tmp_path / "anchors.json"
+    path.write_text(json.dumps(table.to_dict()))
+    assert load_anchors(path) == table
+
+    run_dir = tmp_path / "run"
+    shutil.copytree(tiny_run[0] / "snapshots", run_dir / "snapshots")
+    shutil.copy(tiny_run[0] / "metrics.jsonl", run_dir)
+    result = run_ladder(run_dir, key=jax.random.PRNGKey(1), games_per_pair=8, baselines=(),
+                        anchors=load_anchors(path))
+    ratings = result.ratings()
+    for name, rating in table.ratings.items():
+        assert ratings[name] == (rating, rating, rating)
+    played = {frozenset((a, b)) for a, b, _ in result.matches}
+    assert not any(pair <= set(table.ratings) for pair in played)  # anchors play no anchor
+    assert len(result.matches) == 2 * 3 + 1
+    assert "held fixed: greedy, alphabeta:9 (engine 1, terminal-only)" in format_ladder(
+        result)[0]
+    assert json.loads(result.json_path.read_text())["fixed_anchors"]["engine"] == 1
+
+
+def test_an_anchor_table_of_another_version_or_game_is_refused(tmp_path):
+    import envs
+
+    table = AnchorTable(game="tic_tac_toe", ratings={"random": 0.0}, intervals={},
+                        engine=99, evaluation="terminal-only", games_per_pair=2,
+                        opening_plies=2)
+    with pytest.raises(ValueError, match="engine 99 .* measure it again"):
+        table.check(envs.make("tic_tac_toe"))
+    with pytest.raises(ValueError, match="not 'connect_four'"):
+        table.check(envs.make("connect_four"))
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"game": "tic_tac_toe"}')
+    with pytest.raises(ValueError, match="is not an anchor table"):
+        load_anchors(bad)
+    with pytest.raises(ValueError, match="no anchor table at"):
+        load_anchors(tmp_path / "missing.json")
+
+
+def test_cli_anchors_writes_a_table_and_refuses_bad_input(tiny_run, tmp_path):
+    from typer.testing import CliRunner
+
+    from azjax.apps.cli import app
+
+    runner, out_file = CliRunner(), tmp_path / "table.json"
+    out = runner.invoke(app, ["anchors", "tic_tac_toe", "--against", "greedy", "--games", "2",
+                              "--out", str(out_file)])
+    assert out.exit_code == 0, out.output
+    assert load_anchors(out_file).ratings["random"] == 0.0 and "greedy" in out.output
+    again = runner.invoke(app, ["anchors", "tic_tac_toe", "--against", "greedy",
+                                "--out", str(out_file)])
+    assert again.exit_code == 2 and "exists" in again.output
+    run_dir = str(tiny_run[0])
+    out = runner.invoke(app, ["eval", run_dir, "--anchors", str(out_file)])
+    assert out.exit_code == 2 and "applies to a --ladder" in out.output
+    out = runner.invoke(app, ["eval", run_dir, "--ladder", "--anchors", str(tmp_path / "no")])
+    assert out.exit_code == 2 and "no anchor table at" in out.output

@@ -1,4 +1,4 @@
-"""The `azjax` command line: train, eval, export, play, serve.
+"""The `azjax` command line: train, eval, anchors, export, play, serve.
 
 Errors the user can fix (bad config, corrupt checkpoint, unknown game...) print one line,
 `error: ...`, and exit with status 2, without a traceback and without touching the run dir.
@@ -127,7 +127,7 @@ def train(
 def evaluate(
     spec: Annotated[str, typer.Argument(help="Game id (shipped model), run dir or snapshot dir")],
     against: Annotated[list[str] | None, typer.Option(
-        help="random | greedy | mcts:N | another SPEC (repeatable)")] = None,
+        help="random | greedy | mcts:N | alphabeta:D | another SPEC (repeatable)")] = None,
     oracle: Annotated[str | None, typer.Option(
         help="Score against perfect play: --oracle alone uses the game's default oracle "
              "(tic-tac-toe: exact minimax; connect four: $AZJAX_ORACLES, else Pascal Pons's test "
@@ -150,6 +150,9 @@ def evaluate(
     set_: Annotated[list[str] | None, typer.Option(
         "--set", help="Change how the evaluated agent searches, e.g. --set search.algorithm=puct "
                       "(its network and game stay)")] = None,
+    anchors: Annotated[Path | None, typer.Option(
+        help="With --ladder: an anchor table (`azjax anchors`) whose baselines join the ladder "
+             "with their ratings held fixed")] = None,
 ) -> None:
     """Evaluate an agent: arenas against baselines or agents, oracle scoring, Elo ladders."""
     from azjax.evaluation.measure import evaluate_agent
@@ -160,8 +163,10 @@ def evaluate(
         if against_simulations is not None:
             _fail(ValueError("--against-simulations applies to agent opponents, not to a "
                              "--ladder (its snapshots all search with --simulations)"))
-        _ladder(spec, against or [], games, simulations, seed)
+        _ladder(spec, against or [], games, simulations, seed, anchors)
         return
+    if anchors is not None:
+        _fail(ValueError("--anchors applies to a --ladder"))
     try:
         evaluate_agent(spec, against=against or [], oracle=oracle, games=games,
                        num_simulations=simulations, seed=seed,
@@ -173,20 +178,55 @@ def evaluate(
 
 
 def _ladder(run_dir: str, against: list[str], games: int, simulations: int | None,
-            seed: int) -> None:
+            seed: int, anchors: Path | None) -> None:
     import jax
 
-    from azjax.training.ladder import format_ladder, run_ladder
+    from azjax.training.ladder import format_ladder, load_anchors, run_ladder
 
     try:
+        table = None if anchors is None else load_anchors(anchors)
+        default = () if table is not None else ("random", "greedy")
         result = run_ladder(Path(run_dir), key=jax.random.PRNGKey(seed),
                             games_per_pair=games + games % 2, simulations=simulations,
-                            baselines=tuple(against) or ("random", "greedy"),
-                            progress=typer.echo)
+                            baselines=tuple(against) or default, progress=typer.echo,
+                            anchors=table)
     except _user_errors() as error:
         _fail(error)
     for line in format_ladder(result):
         typer.echo(line)
+
+
+@app.command("anchors")
+def anchors_table(
+    game: Annotated[str, typer.Argument(help="Game id, e.g. draughts")],
+    against: Annotated[list[str], typer.Option(
+        help="A fixed baseline: random | greedy | mcts:N | alphabeta:D (repeatable; random "
+             "is always in)")],
+    out: Annotated[Path, typer.Option(help="Where to write the table (JSON)")],
+    games: Annotated[int, typer.Option(min=2, help="Games per pairing (both colours)")] = 200,
+    seed: Annotated[int, typer.Option()] = 0,
+) -> None:
+    """Rate fixed baselines by a round robin among them (random = 0) and write the anchor
+    table that `azjax eval RUN --ladder --anchors FILE` holds fixed."""
+    import json
+
+    import jax
+
+    from azjax.training.ladder import rate_anchors
+
+    if out.exists():
+        _fail(ValueError(f"{out} exists; remove it or name another --out"))
+    try:
+        table = rate_anchors(game, against, key=jax.random.PRNGKey(seed),
+                             games_per_pair=games + games % 2, progress=typer.echo)
+    except _user_errors() as error:
+        _fail(error)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(table.to_dict(), indent=2) + "\n")
+    for name, rating in table.ratings.items():
+        low, high = table.intervals[name]
+        typer.echo(f"{name:<14} {rating:+7.0f}  [{low:+.0f}, {high:+.0f}]")
+    typer.echo(f"written: {out}")
 
 
 @app.command()
@@ -224,7 +264,8 @@ def export(
         help="Score the exported model on every position of the game's oracle (bare) or of "
              "the oracle files in DIR, for its model card")] = None,
     against: Annotated[list[str] | None, typer.Option(
-        help="Arena opponents for the model card: random | greedy | mcts:N (repeatable)")
+        help="Arena opponents for the model card: random | greedy | mcts:N | alphabeta:D "
+             "(repeatable)")
     ] = None,
     games: Annotated[int, typer.Option(
         min=1, help="Arena games per opponent (both colours)")] = 200,

@@ -149,11 +149,12 @@ class Evaluator:
 
     def _arena_groups(self) -> list[list[str]]:
         """The opponents by arena: the cheap ones share one lockstep arena (one copy of the
-        search in the program); each mcts:N opponent gets an arena of its own, as in a shared
-        one its rollouts would run in every game (a player acts on the whole batch)."""
-        shared = [name for name in self.opponents if not name.startswith("mcts:")]
-        return ([shared] if shared else []) + [
-            [name] for name in self.opponents if name.startswith("mcts:")]
+        search in the program); each mcts:N and alphabeta:D opponent gets an arena of its own,
+        as in a shared one its search would run in every game (a player acts on the whole
+        batch)."""
+        heavy = [name for name in self.opponents if name.startswith(("mcts:", "alphabeta:"))]
+        shared = [name for name in self.opponents if name not in heavy]
+        return ([shared] if shared else []) + [[name] for name in heavy]
 
     def _arena_impl(self, params, key) -> dict[str, tuple[jax.Array, jax.Array, jax.Array]]:
         """The opponents' arenas in one program: {opponent: `run_arena`'s outcomes of its

@@ -40,8 +40,8 @@ def measure_agent(agent: Agent, *, against: list[str], oracle: str | None, games
     Args:
       agent: the evaluated agent; it plays greedy search with `num_simulations` (None: its
         model's default).
-      against: opponents: random, greedy, mcts:N or another agent's spec; [] plays random and
-        greedy when there is no oracle, nothing otherwise.
+      against: opponents: random, greedy, mcts:N, alphabeta:D or another agent's spec; []
+        plays random and greedy when there is no oracle, nothing otherwise.
       oracle: None for no oracle scoring; "" for the game's default oracle; else a directory
         of oracle files. Scores the raw network and greedy search on every position of every
         set, or on its first `oracle_positions`.

@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 
 from azjax.core.search import masked_logits
-from azjax.evaluation import baselines
+from azjax.evaluation import alphabeta, baselines
 from azjax.evaluation.baselines import Player
 from envs.core import Env, GameState
 
@@ -22,9 +22,9 @@ __all__ = ["is_baseline", "make_opponent", "network_player", "search_player"]
 
 
 def is_baseline(name: str) -> bool:
-    """Whether `make_opponent` plays `name` (random, greedy, mcts:N); else it is an agent's
-    spec (a game id, run dir or model dir)."""
-    return name in ("random", "greedy") or name.startswith("mcts:")
+    """Whether `make_opponent` plays `name` (random, greedy, mcts:N, alphabeta:D); else it is
+    an agent's spec (a game id, run dir or model dir)."""
+    return name in ("random", "greedy") or name.startswith(("mcts:", "alphabeta:"))
 
 
 def make_opponent(env: Env, name: str) -> Player:
@@ -32,7 +32,8 @@ def make_opponent(env: Env, name: str) -> Player:
 
     Args:
       env: the game.
-      name: ``random``, ``greedy`` or ``mcts:N`` (N >= 1 simulations).
+      name: ``random``, ``greedy``, ``mcts:N`` (N >= 1 simulations) or ``alphabeta:D``
+        (alpha-beta to D >= 1 whole moves over the game's `heuristic_value`).
 
     Returns:
       The memoised baseline player (the same object for the same arguments).
@@ -53,7 +54,14 @@ def make_opponent(env: Env, name: str) -> Player:
             raise ValueError(f"mcts opponent needs a positive simulation count, e.g. mcts:100; "
                              f"got {name!r}")
         return baselines.mcts_player(env, simulations)
-    raise ValueError(f"unknown opponent {name!r}: use random, greedy, mcts:N or a model spec")
+    if name.startswith("alphabeta:"):
+        depth = name.split(":", 1)[1]
+        if not depth.isdigit() or int(depth) < 1:
+            raise ValueError(f"alphabeta opponent needs a depth of at least 1 whole move, e.g. "
+                             f"alphabeta:6; got {name!r}")
+        return alphabeta.alphabeta_player(env, int(depth))
+    raise ValueError(f"unknown opponent {name!r}: use random, greedy, mcts:N, alphabeta:D or a "
+                     f"model spec")
 
 
 def network_player(env: Env, apply_fn: Callable, params: Any) -> Player:

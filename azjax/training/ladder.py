@@ -14,6 +14,13 @@ swapped. Greedy search is deterministic, so without openings two snapshots would
 same two games over and over; with them each pair of games is one fair sample (both sides play
 the same opening from both seats).
 
+Anchored ladders: `rate_anchors` plays a round robin of fixed baselines (random, mcts:100,
+alphabeta:2 ...) once and writes their ratings to an anchor table (`azjax anchors`); a ladder
+given the table (`anchors=`, `azjax eval RUN --ladder --anchors FILE`) holds those ratings
+fixed and fits only the snapshots, so a rating means the same from run to run. The table
+names the alpha-beta engine and evaluation versions it was measured with and is refused when
+they differ from this azjax's.
+
 Compiles once: the params are traced arguments and each side picks its player (a snapshot's
 search or a baseline) with a `lax.switch`, so every pairing shares one compiled arena
 (`_ladder_arena`), whatever the number of snapshots and baselines.
@@ -44,7 +51,8 @@ from azjax.evaluation.players import make_opponent, search_player
 from azjax.model_files import CheckpointError, load_model, snapshot_dirs
 from azjax.training.metrics import read_metrics
 
-__all__ = ["LadderPlayer", "LadderResult", "fit_elo", "format_ladder", "run_ladder"]
+__all__ = ["AnchorTable", "LadderPlayer", "LadderResult", "fit_elo", "format_ladder",
+           "load_anchors", "rate_anchors", "run_ladder"]
 
 _C = math.log(10.0) / 400.0  # Elo scale: P(i beats j) = 1 / (1 + 10 ** ((r_j - r_i) / 400))
 _Z95 = 1.959963984540054
@@ -66,6 +74,7 @@ def fit_elo(
     *,
     anchor: str = "random",
     anchor_rating: float = 0.0,
+    fixed: Mapping[str, float] | None = None,
     prior_draws: float = 1.0,
     max_iterations: int = 100,
 ) -> dict[str, tuple[float, float, float]]:
@@ -77,6 +86,9 @@ def fit_elo(
         ``(wins, draws, losses)`` from a's point of view; a draw counts half a win and half a
         loss; the same pair may appear several times, in either order (counts add up).
       anchor: the player fixed at `anchor_rating`; the others are rated relative to it.
+      fixed: more players held at given ratings (on the anchor's scale, e.g. a game's anchor
+        table, `load_anchors`): only the others are fitted, and their intervals are relative
+        to these fixed ratings, which games between two fixed players do not move.
       prior_draws: a weak prior that keeps every rating finite: each player other than the
         anchor gets this many virtual draws against the anchor. Without it, a player that wins
         (or loses) every game, or one not connected to the anchor by games, has no finite MLE.
@@ -98,17 +110,24 @@ def fit_elo(
         raise ValueError(f"the anchor {anchor!r} is not among the players {names}")
     if prior_draws < 0:
         raise ValueError(f"prior_draws must be >= 0, got {prior_draws}")
+    fixed = dict(fixed or {})
+    for name in fixed:
+        if name not in index:
+            raise ValueError(f"the fixed player {name!r} is not among the players {names}")
     score, games = _tally(index, results)
     k = index[anchor]
-    free = np.array([i for i in range(len(names)) if i != k], dtype=int)
+    held = {k: 0.0} | {index[name]: rating - anchor_rating for name, rating in fixed.items()
+                       if name != anchor}
+    free = np.array([i for i in range(len(names)) if i not in held], dtype=int)
     score[free, k] += prior_draws / 2
     score[k, free] += prior_draws / 2
     games[free, k] += prior_draws
     games[k, free] += prior_draws
     theta = np.zeros(len(names))
+    theta[list(held)] = list(held.values())
     half = np.zeros(len(names))
     if len(free):
-        theta = _newton(score, games, free, max_iterations, anchor)
+        theta = _newton(score, games, free, max_iterations, anchor, theta)
         half[free] = _half_widths(score, games, free, theta, anchor)
     theta = theta + anchor_rating
     return {name: (float(theta[i]), float(theta[i] - half[i]), float(theta[i] + half[i]))
@@ -158,9 +177,10 @@ def _grad_and_fisher(score: np.ndarray, games: np.ndarray, free: np.ndarray,
 
 
 def _newton(score: np.ndarray, games: np.ndarray, free: np.ndarray, max_iterations: int,
-            anchor: str) -> np.ndarray:
-    """The maximum-likelihood ratings [n] (anchor at 0): Newton's method with step halving."""
-    theta = np.zeros(score.shape[0])
+            anchor: str, start: np.ndarray) -> np.ndarray:
+    """The maximum-likelihood ratings [n] of the `free` players, the others held at `start`
+    (the anchor at 0): Newton's method with step halving."""
+    theta = start.copy()
     for _ in range(max_iterations):
         grad, fisher = _grad_and_fisher(score, games, free, theta)
         try:
@@ -177,7 +197,7 @@ def _newton(score: np.ndarray, games: np.ndarray, free: np.ndarray, max_iteratio
                 break
             scale /= 2
         theta = trial
-        if np.max(np.abs(theta)) > 1e5:
+        if np.max(np.abs(theta[free])) > 1e5:
             raise ValueError("no finite Elo fit: a player won or lost all its games; "
                              "use prior_draws > 0")
         if np.max(np.abs(scale * step)) < 1e-7:
@@ -196,6 +216,133 @@ def _half_widths(score: np.ndarray, games: np.ndarray, free: np.ndarray, theta: 
         raise ValueError("singular information matrix: a player is not connected to the "
                          f"anchor {anchor!r}; use prior_draws > 0") from None
     return _Z95 * np.sqrt(np.maximum(np.diag(cov), 0.0))
+
+
+# ---- anchor tables ----------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class AnchorTable:
+    """Fixed baselines' ratings for one game, from a round robin among them (`rate_anchors`).
+
+    Attributes:
+      game: the game id.
+      ratings: {baseline name: Elo}, random = 0.
+      intervals: {baseline name: (low95, high95)} of the round robin's fit.
+      engine: the alpha-beta engine version it was measured with (`ENGINE_VERSION`).
+      evaluation: the game's `evaluation_version` it was measured with.
+      games_per_pair: games per pairing of the round robin.
+      opening_plies: its paired random opening plies.
+      matches: its results, (a, b, wins, draws, losses) from a's side.
+    """
+
+    game: str
+    ratings: dict[str, float]
+    intervals: dict[str, tuple[float, float]]
+    engine: int
+    evaluation: str
+    games_per_pair: int
+    opening_plies: int
+    matches: tuple[tuple[str, str, int, int, int], ...] = ()
+
+    def check(self, env: Any) -> None:
+        """Raises ValueError unless the table is of `env`'s game, engine and evaluation."""
+        from azjax.evaluation.alphabeta import ENGINE_VERSION
+
+        if self.game != env.name:
+            raise ValueError(f"the anchor table is for {self.game!r}, not {env.name!r}")
+        if (self.engine, self.evaluation) != (ENGINE_VERSION, env.evaluation_version):
+            raise ValueError(
+                f"the anchor table was measured with alpha-beta engine {self.engine} and "
+                f"evaluation {self.evaluation!r}; this azjax has engine {ENGINE_VERSION} and "
+                f"{env.evaluation_version!r}: measure it again (`azjax anchors {self.game}`)")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The table as its JSON file holds it."""
+        return {"game": self.game, "engine": self.engine, "evaluation": self.evaluation,
+                "games_per_pair": self.games_per_pair, "opening_plies": self.opening_plies,
+                "ratings": self.ratings,
+                "intervals": {k: list(v) for k, v in self.intervals.items()},
+                "matches": [dict(zip(("a", "b", "wins", "draws", "losses"), m, strict=True))
+                            for m in self.matches]}
+
+
+def load_anchors(path: str | Path) -> AnchorTable:
+    """An anchor table from its JSON file (`rate_anchors` wrote it).
+
+    Raises:
+      ValueError: the file is missing, not JSON, or lacks a field (one line naming it).
+    """
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+        return AnchorTable(
+            game=str(data["game"]), ratings={k: float(v) for k, v in data["ratings"].items()},
+            intervals={k: (float(v[0]), float(v[1])) for k, v in data["intervals"].items()},
+            engine=int(data["engine"]), evaluation=str(data["evaluation"]),
+            games_per_pair=int(data["games_per_pair"]),
+            opening_plies=int(data["opening_plies"]),
+            matches=tuple((m["a"], m["b"], int(m["wins"]), int(m["draws"]), int(m["losses"]))
+                          for m in data.get("matches", [])))
+    except FileNotFoundError:
+        raise ValueError(f"no anchor table at {path}") from None
+    except (json.JSONDecodeError, KeyError, TypeError, ValueError, IndexError) as error:
+        raise ValueError(f"{path} is not an anchor table ({type(error).__name__}: {error})"
+                         ) from None
+
+
+def rate_anchors(game: str, baselines: Iterable[str], *, key: jax.Array,
+                 games_per_pair: int = 200, opening_plies: int = PAIRED_OPENING_PLIES,
+                 progress: Callable[[str], None] | None = None) -> AnchorTable:
+    """Rates fixed baselines by a round robin among them (random = 0, always included).
+
+    Args:
+      game: the game id.
+      baselines: names for `make_opponent` (random, greedy, mcts:N, alphabeta:D).
+      key: PRNG key; match m plays with ``fold_in(key, m)``.
+      games_per_pair: games per pairing, even (half with each colour).
+      opening_plies: paired random opening plies of every game (as the ladder's).
+      progress: called with one line per match played.
+
+    Returns:
+      The `AnchorTable` (write it with ``json.dumps(table.to_dict())``).
+    """
+    from azjax.evaluation.alphabeta import ENGINE_VERSION
+
+    if games_per_pair < 2 or games_per_pair % 2:
+        raise ValueError(f"games_per_pair must be even and >= 2, got {games_per_pair}")
+    env = envs.make(game)
+    names = list(dict.fromkeys(["random", *baselines]))
+    players = [make_opponent(env, name) for name in names]
+    matches = []
+    for i, a in enumerate(names):
+        for j in range(i + 1, len(names)):
+            match_key = jax.random.fold_in(key, len(matches))
+            arena = _baseline_arena(env, players[i], players[j], games_per_pair, opening_plies)
+            result = ArenaResult.from_outcomes(*arena(match_key))
+            matches.append((a, names[j], result))
+            if progress is not None:
+                progress(f"{a:>14} vs {names[j]:<14} {result}")
+    fit = fit_elo(names, matches, anchor="random")
+    return AnchorTable(
+        game=env.name, ratings={n: fit[n][0] for n in names},
+        intervals={n: (fit[n][1], fit[n][2]) for n in names}, engine=ENGINE_VERSION,
+        evaluation=env.evaluation_version, games_per_pair=games_per_pair,
+        opening_plies=opening_plies,
+        matches=tuple((a, b, *(int(c) for c in (r.wins, r.draws, r.losses)))
+                      for a, b, r in matches))
+
+
+def _baseline_arena(env, player_a: Player, player_b: Player, num_games: int,
+                    opening_plies: int) -> Callable:
+    """jit: key -> `run_arena`'s outcomes of A against B from paired openings."""
+
+    def arena(key):
+        return run_arena(derive_key(key, jnp.uint32(1)), env=env, player_a=player_a,
+                         player_b=player_b, num_games=num_games, opening_plies=opening_plies,
+                         opening_seed=hash_seeds(derive_key(key, jnp.uint32(0)), 1)[0])
+
+    return jax.jit(arena)
 
 
 # ---- the ladder -----------------------------------------------------------------------------
@@ -227,6 +374,7 @@ class LadderResult:
     opening_plies: int
     json_path: Path
     png_path: Path
+    anchors: AnchorTable | None = None
 
     def ratings(self) -> dict[str, tuple[float, float, float]]:
         """{player name: (Elo, low95, high95)}."""
@@ -245,6 +393,7 @@ class LadderResult:
             "opening_plies": self.opening_plies,
             "players": [dataclasses.asdict(p) for p in self.players],
             "matches": [{"a": a, "b": b, **r.counts()} for a, b, r in self.matches],
+            "fixed_anchors": None if self.anchors is None else self.anchors.to_dict(),
         }
 
 
@@ -313,6 +462,7 @@ def run_ladder(
     max_snapshots: int = 8,
     opening_plies: int = PAIRED_OPENING_PLIES,
     progress: Callable[[str], None] | None = None,
+    anchors: AnchorTable | None = None,
 ) -> LadderResult:
     """Rates a run's snapshots and the baselines (random = 0); writes ladder.json, ladder.png.
 
@@ -325,6 +475,8 @@ def run_ladder(
       max_snapshots: at most this many snapshots, spread over the run, first and last included.
       opening_plies: random plies opening each pair of games (see the module docstring).
       progress: called with one line per match played (e.g. ``print``).
+      anchors: an anchor table of the run's game (`load_anchors`): its players join the
+        baselines with their ratings held fixed, and do not play each other.
 
     Returns:
       The `LadderResult` (also written to its json_path and png_path).
@@ -334,10 +486,13 @@ def run_ladder(
         raise ValueError(f"games_per_pair must be even and >= 2, got {games_per_pair}")
     if max_snapshots < 2:
         raise ValueError(f"max_snapshots must be >= 2, got {max_snapshots}")
-    baseline_names = list(dict.fromkeys(["random", *baselines]))
+    fixed = dict(anchors.ratings) if anchors is not None else {}
+    baseline_names = list(dict.fromkeys(["random", *fixed, *baselines]))
     loaded = [load_model(d) for d in _snapshot_dirs(run_dir, max_snapshots)]
     config = loaded[0][1]
     env = envs.make(config.game)
+    if anchors is not None:
+        anchors.check(env)
     for _, other, _ in loaded[1:]:
         if other.game != config.game or other.network != config.network:
             raise CheckpointError(f"the snapshots in {run_dir} differ in game or network")
@@ -348,16 +503,17 @@ def run_ladder(
     snapshots = _snapshots(run_dir, loaded)
     arena = _ladder_arena(env, search_fn, sims, opponents, num_games=games_per_pair,
                           opening_plies=opening_plies)
-    matches = _play_matches(arena, key, baseline_names, snapshots, progress)
+    matches = _play_matches(arena, key, baseline_names, snapshots, progress, set(fixed))
     names = baseline_names + [s.name for s in snapshots]
-    ratings = fit_elo(names, [(a, b, r) for a, b, r in matches], anchor="random")
+    ratings = fit_elo(names, [(a, b, r) for a, b, r in matches], anchor="random", fixed=fixed)
     players = [LadderPlayer(name, "baseline", *ratings[name]) for name in baseline_names]
     players += [LadderPlayer(s.name, "snapshot", *ratings[s.name], iteration=s.iteration,
                              wall_s=None if s.wall_s is None else float(s.wall_s),
                              positions=None if s.positions is None else int(s.positions))
                 for s in snapshots]
     result = LadderResult(run_dir, tuple(players), tuple(matches), sims, games_per_pair,
-                          opening_plies, run_dir / "ladder.json", run_dir / "ladder.png")
+                          opening_plies, run_dir / "ladder.json", run_dir / "ladder.png",
+                          anchors)
     tmp = result.json_path.with_name("ladder.json.tmp")
     tmp.write_text(json.dumps(result.to_dict(), indent=2) + "\n")
     os.replace(tmp, result.json_path)
@@ -381,14 +537,16 @@ def _snapshots(run_dir: Path, loaded: list) -> list[_Snapshot]:
 
 
 def _play_matches(arena: Callable, key: jax.Array, baseline_names: list[str],
-                  snapshots: list[_Snapshot], progress: Callable[[str], None] | None
-                  ) -> list[tuple[str, str, ArenaResult]]:
-    """The ladder's matches, in order: the baselines among themselves, each snapshot against
-    each baseline, each snapshot against the next; match m plays with ``fold_in(key, m)``."""
+                  snapshots: list[_Snapshot], progress: Callable[[str], None] | None,
+                  fixed: set[str] = frozenset()) -> list[tuple[str, str, ArenaResult]]:
+    """The ladder's matches, in order: the baselines among themselves (but two `fixed` ones),
+    each snapshot against each baseline, each snapshot against the next; match m plays with
+    ``fold_in(key, m)``."""
     params_of = {s.name: s.params for s in snapshots}
     which = {name: i + 1 for i, name in enumerate(baseline_names)}
     dummy = snapshots[0].params  # a baseline's (unused) params
-    pairs = [(a, b) for i, a in enumerate(baseline_names) for b in baseline_names[i + 1:]]
+    pairs = [(a, b) for i, a in enumerate(baseline_names) for b in baseline_names[i + 1:]
+             if not (a in fixed and b in fixed)]
     pairs += [(s.name, b) for s in snapshots for b in baseline_names]
     pairs += [(a.name, b.name) for a, b in zip(snapshots, snapshots[1:], strict=False)]
     matches: list[tuple[str, str, ArenaResult]] = []
@@ -438,7 +596,10 @@ def _plot(result: LadderResult) -> None:
 
 def format_ladder(result: LadderResult) -> list[str]:
     """Terminal lines: one per player (baselines, then snapshots), Elo +- the 95% half-width."""
-    lines = [f"Elo ladder of {result.run_dir} (random = 0; greedy search at "
+    held = ("" if result.anchors is None else
+            f"; held fixed: {', '.join(n for n in result.anchors.ratings if n != 'random')} "
+            f"(engine {result.anchors.engine}, {result.anchors.evaluation})")
+    lines = [f"Elo ladder of {result.run_dir} (random = 0{held}; greedy search at "
              f"{result.num_simulations} simulations; {result.games_per_pair} games per pair, "
              f"{result.opening_plies} random opening plies; 95% intervals)",
              f"{'player':<14}{'iteration':>10}{'wall_s':>10}{'Elo':>8}   95% interval"]

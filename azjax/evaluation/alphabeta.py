@@ -1,0 +1,345 @@
+"""Alpha-beta: a classical searcher over a game's hand-made evaluation, the fixed opponent that
+ratings are anchored to (`alphabeta:D`, e.g. `azjax eval draughts --against alphabeta:6`).
+
+The search is negamax with alpha-beta pruning and iterative deepening to D *whole moves*: a
+move that leaves the same player to move (a draughts multi-jump, played hop by hop as the env's
+actions) does not count against the depth, so the engine plans whole captures. At the horizon it
+searches on while `Env.forcing` holds (quiescence: a draughts capture is pending), up to
+`quiescence` more moves. Leaves score `Env.heuristic_value` (finished games their result). Move
+order: the transposition table's move, then two killer moves per ply, then the rest by action
+id; at the root the rest in a seeded random order, so equal moves are chosen at random and
+games differ. (Draughts captures are compulsory, so "captures first" is the rule itself.) The
+table is keyed by a hash of the position and only cuts the search with entries of the same
+depth, so neither the pruning nor the table ever changes a value: it equals plain minimax over
+the same evaluation (tests/test_alphabeta.py).
+
+Why a compiled search and not a host engine: it runs as one jitted function over a batch of
+games in lockstep, so it plays inside the compiled arenas and ladders like every other player
+(`act(key, states[B])`), for every game that follows the Env contract, with no host-side copy of
+any game's rules. The depth-first walk is a `lax.while_loop` written over the batch, one env
+step per iteration; each game keeps its own stack of positions, move orders and bounds, and its
+own table (a vmapped while-loop would copy every game's table at each iteration). Games of a
+batch that finish their search early idle until the last one does.
+
+`ENGINE_VERSION` names this algorithm and its defaults; with the game's
+`Env.evaluation_version` it names an anchor, so `alphabeta:6` means the same from release to
+release. Shape legend: B batch, A actions, L stack levels, T table slots.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from azjax.evaluation.baselines import Player
+from azjax.evaluation.hashing import hash32, hash_seeds
+from envs.core import Env, GameState
+
+__all__ = ["ENGINE_VERSION", "AlphaBetaConfig", "SearchResult", "alphabeta_player",
+           "alphabeta_search", "anchor_name", "position_hash"]
+
+ENGINE_VERSION = 1
+INF = 2.0  # beyond every value: results are +-1, heuristic scores inside (-1, 1)
+EXACT, LOWER, UPPER = 0, 1, 2  # what a table entry's value is: the value, a lower or upper bound
+_EMPTY = -(1 << 20)  # the depth of an unused table slot
+_TIE_BITS = 20  # move-order keys: rank * 2**20 + a tie-break in [0, 2**20)
+_DERIVED_FIELDS = ("legal_action_mask", "rewards", "step_count")  # not part of a position
+
+
+@dataclasses.dataclass(frozen=True)
+class AlphaBetaConfig:
+    """One alpha-beta searcher.
+
+    Attributes:
+      depth: D >= 1, whole moves searched before the horizon.
+      quiescence: how many moves past the horizon the search goes on while `Env.forcing`.
+      table_bits: the transposition table holds 2**table_bits entries per game.
+      count_actions: count the depth in env actions rather than whole moves (OpenSpiel's
+        convention, for cross-checks); with `quiescence` 0 there is no quiescence either.
+      max_iterations: a bound on the loop's iterations per deepening step, for safety; a step
+        cut short keeps the previous depth's move.
+    """
+
+    depth: int
+    quiescence: int = 8
+    table_bits: int = 14
+    count_actions: bool = False
+    max_iterations: int = 4_000_000
+
+    def __post_init__(self) -> None:
+        if self.depth < 1:
+            raise ValueError(f"alpha-beta depth must be >= 1, got {self.depth}")
+        if self.quiescence < 0:
+            raise ValueError(f"alpha-beta quiescence must be >= 0, got {self.quiescence}")
+
+    @property
+    def stack(self) -> int:
+        """L, the deepest path in env actions the search holds: whole moves of up to four
+        actions each (longer paths are scored statically where they reach it)."""
+        return 4 * (self.depth + self.quiescence) + 4
+
+
+class SearchResult(NamedTuple):
+    """What `alphabeta_search` found for each game.
+
+    Attributes:
+      action: int32 [B], the move's first action (0 for a finished game).
+      value: float32 [B], its value for the player to move (results are +-1).
+      nodes: int32 [B], positions the search stepped into, all depths together.
+      complete: bool [B], whether the deepest step finished within `max_iterations`.
+    """
+
+    action: jax.Array
+    value: jax.Array
+    nodes: jax.Array
+    complete: jax.Array
+
+
+def anchor_name(env: Env, depth: int) -> str:
+    """The versioned name of an alpha-beta anchor, e.g. `alphabeta:6 (engine 1, draughts-1)`."""
+    return f"alphabeta:{depth} (engine {ENGINE_VERSION}, {env.evaluation_version})"
+
+
+def position_hash(state: GameState) -> jax.Array:
+    """uint32 [2]: two independent 32-bit hashes of one position: every field of the state but
+    the ones derived from the others (the legal mask, the last step's rewards, the step count).
+    """
+    if dataclasses.is_dataclass(state):
+        fields = [getattr(state, f.name) for f in dataclasses.fields(state)
+                  if f.name not in _DERIVED_FIELDS]
+    else:
+        fields = jax.tree.leaves(state)
+    words = jnp.concatenate([_as_words(leaf) for leaf in jax.tree.leaves(fields)])
+    index = jnp.arange(words.shape[0], dtype=jnp.uint32)
+    hashes = []
+    for seed in (0x9E3779B9, 0x7F4A7C15):
+        mixed = hash32(hash32(jnp.uint32(seed), index), words)
+        hashes.append(jax.lax.reduce(mixed, np.uint32(0), jax.lax.bitwise_xor, (0,)))
+    return jnp.stack(hashes)
+
+
+def _as_words(leaf: jax.Array) -> jax.Array:
+    """uint32 [n]: a leaf's values as 32-bit words (floats by their bits)."""
+    flat = jnp.ravel(leaf)
+    if jnp.issubdtype(flat.dtype, jnp.floating):
+        return jax.lax.bitcast_convert_type(flat.astype(jnp.float32), jnp.uint32)
+    return flat.astype(jnp.uint32)
+
+
+def _order_keys(mask: jax.Array, table_move: jax.Array, killers: jax.Array,
+                tie_break: jax.Array) -> jax.Array:
+    """int32 [A]: each legal action's place in the move order (largest first; -1 illegal):
+    the table's move, the two killers, then by `tie_break` (int32 [A] in [0, 2**20))."""
+    ids = jnp.arange(mask.shape[-1], dtype=jnp.int32)
+    rank = jnp.where(ids == table_move, 3,
+                     jnp.where(ids == killers[0], 2, jnp.where(ids == killers[1], 1, 0)))
+    return jnp.where(mask, rank * (1 << _TIE_BITS) + tie_break, -1).astype(jnp.int32)
+
+
+def alphabeta_search(env: Env, key: jax.Array, states: GameState, config: AlphaBetaConfig,
+                     depth: jax.Array | int | None = None) -> SearchResult:
+    """Searches every game of a batch to `config.depth` whole moves (see the module docstring).
+
+    Args:
+      env: the game; its `heuristic_value` and `forcing` shape the search.
+      key: PRNG key of the root's tie-break among equal moves.
+      states: a batch of B states (finished games get action 0).
+      config: the searcher (static).
+      depth: int32 [], 1 to `config.depth`, to search less deep with the same compiled
+        program (None: `config.depth`).
+
+    Returns:
+      A `SearchResult` of [B] arrays.
+    """
+    num_games = states.current_player.shape[0]
+    num_actions, levels = env.num_actions, config.stack
+    slots = 1 << config.table_bits
+    rows = jnp.arange(num_games)
+    ids = jnp.arange(num_actions, dtype=jnp.int32)
+    step = jax.vmap(env.step)
+    heuristic = jax.vmap(env.heuristic_value)
+    forcing = jax.vmap(env.forcing)
+    hashes = jax.vmap(position_hash)
+    order_keys = jax.vmap(_order_keys)
+
+    def put(x, level, value, active, size=levels):
+        """x [B, size, ...] with row b's entry `level[b]` set to value[b] where active[b]."""
+        return x.at[rows, jnp.where(active, level, size)].set(value, mode="drop")
+
+    def probe(table, position):
+        """The table's entry for `position` (uint32 [B, 2]): slot, hit, value, depth, flag, move."""
+        slot = (position[:, 0] & jnp.uint32(slots - 1)).astype(jnp.int32)
+        depth = table["depth"][rows, slot]
+        hit = (table["check"][rows, slot] == position[:, 1]) & (depth != _EMPTY)
+        return (slot, hit, table["value"][rows, slot], depth, table["flag"][rows, slot],
+                table["move"][rows, slot])
+
+    root_done = states.terminated | states.truncated
+    root_hash = hashes(states)
+    root_ties = (hash32(hash_seeds(key, num_games)[:, None], ids[None].astype(jnp.uint32))
+                 >> (32 - _TIE_BITS)).astype(jnp.int32)  # [B, A]
+    plain_ties = jnp.broadcast_to((1 << _TIE_BITS) - 1 - ids, (num_games, num_actions))
+
+    def stacked(x, fill=None):
+        shape = (num_games, levels, *x.shape[1:])
+        return jnp.broadcast_to(x[:, None], shape) if fill is None else jnp.full(shape, fill,
+                                                                                 x.dtype)
+
+    zeros_f = jnp.zeros(num_games, jnp.float32)
+    zeros_i = jnp.zeros(num_games, jnp.int32)
+    start = dict(
+        states=jax.tree.map(stacked, states),
+        keys=jnp.full((num_games, levels, num_actions), -1, jnp.int32),
+        alpha=stacked(zeros_f), beta=stacked(zeros_f), alpha0=stacked(zeros_f),
+        best=stacked(zeros_f), best_action=stacked(zeros_i), depth=stacked(zeros_i),
+        player=stacked(zeros_i), via=stacked(zeros_i),
+        hash=stacked(root_hash),
+        killers=jnp.full((num_games, levels, 2), -1, jnp.int32),
+        table=dict(check=jnp.zeros((num_games, slots), jnp.uint32),
+                   value=jnp.zeros((num_games, slots), jnp.float32),
+                   depth=jnp.full((num_games, slots), _EMPTY, jnp.int32),
+                   flag=jnp.zeros((num_games, slots), jnp.int32),
+                   move=jnp.full((num_games, slots), -1, jnp.int32)),
+        top=zeros_i, nodes=zeros_i, iterations=jnp.int32(0),
+        action=jnp.argmax(states.legal_action_mask, -1).astype(jnp.int32),
+        value=zeros_f, complete=jnp.ones(num_games, bool),
+    )
+
+    def body(c):
+        top = jnp.maximum(c["top"], 0)
+        alive = c["top"] >= 0
+        keys_t = c["keys"][rows, top]  # [B, A]
+        action = jnp.argmax(keys_t, -1).astype(jnp.int32)
+        more = keys_t[rows, action] >= 0
+        alpha_t, beta_t = c["alpha"][rows, top], c["beta"][rows, top]
+        depth_t, player_t = c["depth"][rows, top], c["player"][rows, top]
+        descend = alive & more & (alpha_t < beta_t)
+        ascend = alive & ~descend
+
+        # Descend: step into the next child and score it at once if it is a leaf or the
+        # table settles it; else push it.
+        child = step(jax.tree.map(lambda x: x[rows, top], c["states"]), action)
+        same = child.current_player == player_t
+        child_depth = depth_t - (1 if config.count_actions else jnp.where(same, 0, 1))
+        child_alpha = jnp.where(same, alpha_t, -beta_t)
+        child_beta = jnp.where(same, beta_t, -alpha_t)
+        terminal = child.terminated | child.truncated
+        result = child.rewards[rows, child.current_player]
+        static = jnp.where(terminal, result, heuristic(child))
+        leaf = (terminal | ((child_depth <= 0) & ~forcing(child))
+                | (child_depth <= -config.quiescence) | (top + 1 >= levels))
+        child_hash = hashes(child)
+        _, hit, e_value, e_depth, e_flag, e_move = probe(c["table"], child_hash)
+        settled = hit & (e_depth == child_depth) & (
+            (e_flag == EXACT) | ((e_flag == LOWER) & (e_value >= child_beta))
+            | ((e_flag == UPPER) & (e_value <= child_alpha)))
+        scored = descend & (leaf | settled)
+        push = descend & ~(leaf | settled)
+        child_value = jnp.where(leaf, static, e_value)
+
+        # Ascend: node `top` is done; its value goes to the table and to its parent.
+        best_t = c["best"][rows, top]
+        parent = jnp.maximum(top - 1, 0)
+        to_parent = jnp.where(player_t == c["player"][rows, parent], best_t, -best_t)
+        flag = jnp.where(best_t <= c["alpha0"][rows, top], UPPER,
+                         jnp.where(best_t >= beta_t, LOWER, EXACT))
+        slot_t = (c["hash"][rows, top, 0] & jnp.uint32(slots - 1)).astype(jnp.int32)
+        table = {name: put(c["table"][name], slot_t, value, ascend, slots)
+                 for name, value in (("check", c["hash"][rows, top, 1]), ("value", best_t),
+                                     ("depth", depth_t), ("flag", flag),
+                                     ("move", c["best_action"][rows, top]))}
+
+        # One node takes a value: `top` from a scored child, or the parent from `top`.
+        update = scored | (ascend & (top > 0))
+        node = jnp.where(scored, top, parent)
+        value = jnp.where(scored, jnp.where(same, child_value, -child_value), to_parent)
+        played = jnp.where(scored, action, c["via"][rows, top])
+        best_n, alpha_n = c["best"][rows, node], c["alpha"][rows, node]
+        improved = value > best_n
+        new_alpha = jnp.maximum(alpha_n, value)
+        killers_n = c["killers"][rows, node]
+        cutoff = new_alpha >= c["beta"][rows, node]
+        killers_n = jnp.where((cutoff & (played != killers_n[:, 0]))[:, None],
+                              jnp.stack([played, killers_n[:, 0]], -1), killers_n)
+
+        keys = put(c["keys"], top, keys_t.at[rows, action].set(-1), descend)
+        below = top + 1
+        child_keys = order_keys(child.legal_action_mask, jnp.where(hit, e_move, -1),
+                                c["killers"][rows, jnp.minimum(below, levels - 1)], plain_ties)
+        return dict(
+            states=jax.tree.map(lambda x, v: put(x, below, v, push), c["states"], child),
+            keys=put(keys, below, child_keys, push),
+            alpha=put(put(c["alpha"], node, new_alpha, update), below, child_alpha, push),
+            beta=put(c["beta"], below, child_beta, push),
+            alpha0=put(c["alpha0"], below, child_alpha, push),
+            best=put(put(c["best"], node, jnp.maximum(best_n, value), update), below,
+                     jnp.full(num_games, -INF), push),
+            best_action=put(put(c["best_action"], node,
+                                jnp.where(improved, played, c["best_action"][rows, node]),
+                                update), below, zeros_i, push),
+            depth=put(c["depth"], below, child_depth, push),
+            player=put(c["player"], below, child.current_player, push),
+            via=put(c["via"], below, action, push),
+            hash=put(c["hash"], below, child_hash, push),
+            killers=put(c["killers"], node, killers_n, update),
+            table=table,
+            top=jnp.where(push, below, jnp.where(ascend, c["top"] - 1, c["top"])),
+            nodes=c["nodes"] + descend.astype(jnp.int32),
+            iterations=c["iterations"] + 1,
+            action=c["action"], value=c["value"], complete=c["complete"],
+        )
+
+    def deepen(depth, c):
+        """One iterative-deepening step: the root searched to `depth` with a full window."""
+        _, hit, _, _, _, move = probe(c["table"], root_hash)
+        root_keys = order_keys(states.legal_action_mask, jnp.where(hit, move, -1),
+                               c["killers"][:, 0], root_ties)
+        at_root = jnp.ones(num_games, bool)
+        zero = jnp.zeros(num_games, jnp.int32)
+        c = dict(c, keys=put(c["keys"], zero, root_keys, at_root),
+                 alpha=put(c["alpha"], zero, jnp.full(num_games, -INF), at_root),
+                 beta=put(c["beta"], zero, jnp.full(num_games, INF), at_root),
+                 alpha0=put(c["alpha0"], zero, jnp.full(num_games, -INF), at_root),
+                 best=put(c["best"], zero, jnp.full(num_games, -INF), at_root),
+                 depth=put(c["depth"], zero, jnp.full(num_games, depth, jnp.int32), at_root),
+                 player=put(c["player"], zero, states.current_player, at_root),
+                 top=jnp.where(root_done, -1, 0), iterations=jnp.int32(0))
+        c = jax.lax.while_loop(
+            lambda c: jnp.any(c["top"] >= 0) & (c["iterations"] < config.max_iterations),
+            body, c)
+        finished = (c["top"] < 0) & ~root_done
+        return dict(c, action=jnp.where(finished, c["best_action"][:, 0], c["action"]),
+                    value=jnp.where(finished, c["best"][:, 0], c["value"]),
+                    complete=finished | root_done)
+
+    limit = config.depth if depth is None else jnp.clip(depth, 1, config.depth)
+    end = jax.lax.fori_loop(1, limit + 1, deepen, start)
+    action = jnp.where(root_done, 0, end["action"]).astype(jnp.int32)
+    return SearchResult(action=action, value=jnp.where(root_done, 0.0, end["value"]),
+                        nodes=end["nodes"], complete=end["complete"])
+
+
+@functools.cache
+def alphabeta_player(env: Env, depth: int) -> Player:
+    """The `alphabeta:D` baseline: `alphabeta_search` to `depth` whole moves with the default
+    quiescence and table.
+
+    Args:
+      env: the game (its `heuristic_value`; the default scores only results).
+      depth: D >= 1.
+
+    Returns:
+      ``act(key, states[B]) -> int32 [B]``, memoised per (env, depth).
+    """
+    config = AlphaBetaConfig(depth=depth)
+
+    def act(key: jax.Array, states: GameState) -> jax.Array:
+        """key, states[B] -> int32 [B]."""
+        return alphabeta_search(env, key, states, config).action
+
+    return act

@@ -1,0 +1,101 @@
+"""Speed of the alpha-beta baseline (`alphabeta:D`): seconds per move and nodes per second.
+
+Positions: draughts middle games, reached by 14-24 plies of `alphabeta:1` against itself after
+6 random opening plies (live, with at least 6 pieces a side). Per depth, one game at a time
+(the latency a person playing it sees) and a batch of games in lockstep (what an arena pays per
+move). Every configuration is compiled and warmed up first; the table shows medians.
+
+    python benchmarks/bench_alphabeta.py                      # draughts, depths 2 4 6 8
+    python benchmarks/bench_alphabeta.py --game connect_four --depths 4 6 8 --batch 64
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import envs
+from azjax.evaluation.alphabeta import AlphaBetaConfig, alphabeta_player, alphabeta_search
+from azjax.evaluation.baselines import random_player
+from azjax.training.metrics import machine_description
+
+
+def middle_games(env, num: int, seed: int) -> list:
+    """`num` live positions: 6 random plies, then `alphabeta:1` for both sides, 14-24 plies."""
+    rand, searcher = random_player(env), alphabeta_player(env, 1)
+    rng = np.random.default_rng(seed)
+
+    @jax.jit
+    def play(key, plies):
+        states = jax.vmap(env.init)(jax.random.split(key, 4 * num))
+
+        def turn(i, carry):
+            states, key = carry
+            key, k = jax.random.split(key)
+            actions = jnp.where(i < 6, rand(k, states), searcher(k, states))
+            return jax.vmap(env.step)(states, actions), key
+
+        return jax.lax.fori_loop(0, plies, turn, (states, key))[0]
+
+    states = play(jax.random.PRNGKey(seed), int(rng.integers(20, 31)))
+    live = ~np.asarray(states.terminated)
+    if hasattr(states, "pieces"):  # draughts: a middle game still has pieces on the board
+        counts = np.array([[bin(int(w)).count("1") for w in row] for row in
+                           np.asarray(states.pieces)])
+        live &= counts.min(axis=1) >= 6
+    chosen = np.flatnonzero(live)[:num]
+    return [jax.tree.map(lambda x: x[i], states) for i in chosen]
+
+
+def time_search(env, depth: int, positions: list, batch: int, rounds: int):
+    """(median seconds per call, mean nodes per game, compile s): `rounds` calls on batches of
+    `batch` positions, round r starting at position r."""
+    config = AlphaBetaConfig(depth=depth)
+    search = jax.jit(lambda key, states: alphabeta_search(env, key, states, config))
+    stacked = jax.tree.map(lambda *xs: np.stack(xs), *positions)
+
+    def batch_at(r):
+        rows = (r + np.arange(batch)) % len(positions)
+        return jax.tree.map(lambda x: jnp.asarray(x[rows]), stacked)
+
+    start = time.perf_counter()
+    jax.block_until_ready(search(jax.random.PRNGKey(0), batch_at(0)))
+    compile_s = time.perf_counter() - start
+    times, nodes = [], []
+    for r in range(rounds):
+        states = batch_at(r)
+        tic = time.perf_counter()
+        found = jax.block_until_ready(search(jax.random.PRNGKey(r + 1), states))
+        times.append(time.perf_counter() - tic)
+        nodes.append(float(np.mean(np.asarray(found.nodes))))
+    return statistics.median(times), statistics.mean(nodes), compile_s
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--game", default="draughts")
+    parser.add_argument("--depths", type=int, nargs="+", default=[2, 4, 6, 8])
+    parser.add_argument("--batch", type=int, default=32, help="games in lockstep")
+    parser.add_argument("--positions", type=int, default=32)
+    parser.add_argument("--rounds", type=int, default=16, help="timed single-game moves")
+    args = parser.parse_args()
+    env = envs.make(args.game)
+    positions = middle_games(env, args.positions, seed=0)
+    print(machine_description())
+    print(f"{args.game}: {len(positions)} middle-game positions")
+    print(f"{'depth':>5} {'s/move (1 game)':>16} {'nodes/move':>11} {'nodes/s':>10} "
+          f"{'s/move (' + str(args.batch) + ' games)':>20} {'moves/s':>8} {'compile s':>10}")
+    for depth in args.depths:
+        single, nodes, compile_s = time_search(env, depth, positions, 1, args.rounds)
+        batched, _, _ = time_search(env, depth, positions, args.batch, 3)
+        print(f"{depth:>5} {single:>16.3f} {nodes:>11.0f} {nodes / single:>10.0f} "
+              f"{batched:>20.3f} {args.batch / batched:>8.1f} {compile_s:>10.1f}")
+
+
+if __name__ == "__main__":
+    main()

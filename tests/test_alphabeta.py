@@ -1,0 +1,317 @@
+"""The alpha-beta baseline: its values equal plain minimax over the same evaluation, agree with
+OpenSpiel's alpha-beta on checkers, it finds hand-built shots, and never plays an illegal move.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pyspiel
+import pytest
+from open_spiel.python.algorithms import minimax as spiel_minimax
+
+import envs
+from azjax.evaluation.alphabeta import (
+    AlphaBetaConfig,
+    alphabeta_player,
+    alphabeta_search,
+    anchor_name,
+    position_hash,
+)
+from azjax.evaluation.baselines import random_player
+from azjax.evaluation.players import is_baseline, make_opponent
+from envs.core import jitted_step, play_moves, random_positions
+from envs.draughts import Draughts, openspiel_to_action
+
+DRAUGHTS = envs.make("draughts")
+C4 = envs.make("connect_four")
+TTT = envs.make("tic_tac_toe")
+
+
+@functools.cache
+def _node(env):
+    """jit: (state, action) -> (child, child's heuristic value, whether it is forcing)."""
+
+    def node(state, action):
+        child = env.step(state, action)
+        return child, env.heuristic_value(child), env.forcing(child)
+
+    return jax.jit(node)
+
+
+def minimax(env, state, depth: int, quiescence: int, count_actions: bool = False) -> float:
+    """Plain negamax over the engine's rules (no pruning, no table), written from its spec:
+    the value of live `state` for its player to move."""
+    return max(move_value(env, state, action, depth, quiescence, count_actions)
+               for action in np.flatnonzero(np.asarray(state.legal_action_mask)))
+
+
+def move_value(env, state, action: int, depth: int, quiescence: int,
+               count_actions: bool = False) -> float:
+    """The minimax value of playing `action` in `state`, for `state`'s player to move: a
+    finished game scores its result; a move that leaves the same player to move keeps the
+    depth (unless `count_actions`); past the depth the search goes on while `env.forcing`,
+    at most `quiescence` moves."""
+    child, heuristic, forcing = jax.device_get(_node(env)(state, jnp.int32(action)))
+    same = int(child.current_player) == int(state.current_player)
+    child_depth = depth - (1 if count_actions or not same else 0)
+    if child.terminated or child.truncated:
+        value = float(child.rewards[int(child.current_player)])
+    elif (child_depth <= 0 and not forcing) or child_depth <= -quiescence:
+        value = float(heuristic)
+    else:
+        value = minimax(env, child, child_depth, quiescence, count_actions)
+    return value if same else -value
+
+
+def _live(env, seed: int, num: int, plies: tuple[int, ...]):
+    """`num` live positions after each number of random plies, as single states."""
+    out = []
+    for k, count in enumerate(plies):
+        batch = jax.jit(random_positions, static_argnums=(0, 2, 3))(
+            env, jax.random.PRNGKey(seed + k), 4 * num, count)
+        live = np.flatnonzero(~np.asarray(batch.terminated))[:num]
+        out += [jax.tree.map(lambda x: x[i], batch) for i in live]
+    return out
+
+
+def _batch(states):
+    return jax.tree.map(lambda *xs: jnp.stack(xs), *states)
+
+
+@functools.cache
+def _search(env, config):
+    return jax.jit(functools.partial(alphabeta_search, env, config=config))
+
+
+@pytest.mark.parametrize("env, plies, depths", [
+    (DRAUGHTS, (12, 30), (1, 2, 3, 4)),
+    (C4, (6, 14), (1, 2, 3, 4)),
+], ids=["draughts", "connect_four"])
+def test_values_equal_plain_minimax(env, plies, depths):
+    positions = _live(env, 3, 2, plies)
+    config = AlphaBetaConfig(depth=max(depths), quiescence=3)
+    for depth in depths:
+        found = _search(env, config)(jax.random.PRNGKey(depth), _batch(positions), depth=depth)
+        assert np.all(np.asarray(found.complete))
+        want = [minimax(env, p, depth, config.quiescence) for p in positions]
+        np.testing.assert_allclose(np.asarray(found.value), want, atol=1e-6,
+                                   err_msg=f"depth {depth}")
+        # The move it names is worth that value.
+        for p, action, value in zip(positions, np.asarray(found.action), want):
+            assert move_value(env, p, int(action), depth, config.quiescence) == pytest.approx(
+                value, abs=1e-6)
+
+
+def test_values_agree_with_openspiel_alpha_beta_on_checkers():
+    """OpenSpiel counts depth in actions and has no quiescence: the engine's `count_actions`
+    mode with quiescence 0 searches the same tree; leaves score our heuristic of the same
+    position, reached by replaying OpenSpiel's actions in our env."""
+    game = pyspiel.load_game("checkers")
+    step = jitted_step(DRAUGHTS)
+    rng = np.random.default_rng(7)
+    roots = []
+    while len(roots) < 4:
+        spiel, ours = game.new_initial_state(), DRAUGHTS.init(jax.random.PRNGKey(0))
+        for _ in range(rng.integers(8, 40)):
+            if spiel.is_terminal():
+                break
+            action = int(rng.choice(spiel.legal_actions()))
+            spiel.apply_action(action)
+            ours = step(ours, jnp.int32(openspiel_to_action(action)))
+        if not spiel.is_terminal():
+            assert not bool(ours.terminated)
+            roots.append((spiel, ours))
+
+    config = AlphaBetaConfig(depth=3, quiescence=0, count_actions=True)
+    for depth in (1, 2, 3):
+        found = _search(DRAUGHTS, config)(jax.random.PRNGKey(0), _batch([o for _, o in roots]),
+                                          depth=depth)
+        for (spiel, ours), value in zip(roots, np.asarray(found.value)):
+            start = len(spiel.history())
+            me = spiel.current_player()
+
+            def value_function(node, ours=ours, start=start, me=me):
+                state = ours
+                for action in node.history()[start:]:
+                    state = step(state, jnp.int32(openspiel_to_action(action)))
+                h = float(DRAUGHTS.heuristic_value(state))
+                return h if int(state.current_player) == me else -h
+
+            theirs, _ = spiel_minimax.alpha_beta_search(
+                game, state=spiel.clone(), value_function=value_function, maximum_depth=depth,
+                maximizing_player_id=me)
+            assert value == pytest.approx(theirs, abs=1e-6), f"depth {depth}"
+
+
+# Hand-built shots, Black to move (PDN FEN). The two-for-one: 16-19 gives a man, White must take
+# 23x16, and 12x19x28 takes two. Into a king: 15-19 gives a man, White must take 23x16, and
+# 14x23x32 takes two and crowns (9 guards 18x9, 22 blocks 15x22).
+SHOTS = {
+    "two_for_one": ("B:W23,24,29,30:B1,2,12,15,16", "16-19", ["23x16"], "12x19x28"),
+    "multi_jump_into_a_king": ("B:W18,22,23,27,29,30:B1,2,9,14,15", "15-19", ["23x16"],
+                               "14x23x32"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHOTS))
+@pytest.mark.parametrize("depth", [2, 4, 6])
+def test_finds_the_winning_shot(name, depth):
+    fen, shot, replies, answer = SHOTS[name]
+    start = DRAUGHTS.from_fen(fen)
+    found = _search(DRAUGHTS, AlphaBetaConfig(depth=6))(jax.random.PRNGKey(1),
+                                                         _batch([start]), depth=depth)
+    assert DRAUGHTS.action_to_str(int(found.action[0])) == shot
+    assert float(found.value[0]) > 0
+    # The line is forced as written and ends a man up for Black.
+    assert sorted(DRAUGHTS.legal_moves(_replay(start, [shot]))) == replies
+    assert sorted(DRAUGHTS.legal_moves(_replay(start, [shot, *replies]))) == [answer]
+    before = np.asarray(DRAUGHTS.material(start))
+    after = np.asarray(DRAUGHTS.material(_replay(start, [shot, *replies, answer])))
+    assert after[0] - after[1] > before[0] - before[1]
+
+
+def _replay(start, moves):
+    """The state after whole moves in PDN from `start`."""
+    step = jitted_step(DRAUGHTS)
+    state = start
+    for move in moves:
+        for action in DRAUGHTS.parse_move(state, move):
+            state = step(state, jnp.int32(action))
+    return state
+
+
+def test_solves_tic_tac_toe_with_results_alone():
+    """Tic-tac-toe has no heuristic (the default scores 0): at depth 9 the search sees every
+    game to its end, so it values the empty board a draw and takes a win in one."""
+    config = AlphaBetaConfig(depth=9)
+    empty = TTT.init(jax.random.PRNGKey(0))
+    # X on 0 and 1, O on 3 and 4, X to move: 2 wins at once.
+    threat = play_moves(TTT, [0, 3, 1, 4])
+    found = _search(TTT, config)(jax.random.PRNGKey(0), _batch([empty, threat]))
+    np.testing.assert_allclose(np.asarray(found.value), [0.0, 1.0])
+    assert int(found.action[1]) == 2
+
+
+@functools.cache
+def _duel(env, depth: int, num_games: int, plies: int):
+    """jit: alpha-beta against random for `plies` steps, alpha-beta moving first in even games;
+    returns (illegal alpha-beta moves, games finished, alpha-beta's wins, losses)."""
+    searcher, rand = alphabeta_player(env, depth), random_player(env)
+
+    def duel(key):
+        states = jax.vmap(env.init)(jax.random.split(key, num_games))
+        searcher_is = jnp.arange(num_games) % 2  # player id alpha-beta plays
+
+        def turn(carry, k):
+            states, illegal, wins, losses = carry
+            mine = states.current_player == searcher_is
+            ours, theirs = searcher(k, states), rand(jax.random.fold_in(k, 1), states)
+            actions = jnp.where(mine, ours, theirs)
+            live = ~(states.terminated | states.truncated)
+            bad = live & mine & ~states.legal_action_mask[jnp.arange(num_games), actions]
+            after = jax.vmap(env.step)(states, actions)
+            reward = after.rewards[jnp.arange(num_games), searcher_is]
+            return (after, illegal + jnp.sum(bad), wins + jnp.sum(reward > 0),
+                    losses + jnp.sum(reward < 0)), None
+
+        zero = jnp.int32(0)
+        (states, illegal, wins, losses), _ = jax.lax.scan(
+            turn, (states, zero, zero, zero), jax.random.split(key, plies))
+        return illegal, jnp.sum(states.terminated | states.truncated), wins, losses
+
+    return jax.jit(duel)
+
+
+@pytest.mark.parametrize("env, games, plies", [(DRAUGHTS, 1024, 240), (C4, 1024, 42)],
+                         ids=["draughts", "connect_four"])
+def test_never_plays_an_illegal_move_against_random(env, games, plies):
+    illegal, finished, wins, losses = (int(x) for x in _duel(env, 1, games, plies)(
+        jax.random.PRNGKey(5)))
+    assert illegal == 0
+    assert finished >= 0.9 * games
+    assert wins >= 0.9 * finished and losses <= 0.02 * games
+
+
+def test_opponent_names():
+    assert is_baseline("alphabeta:6")
+    act = make_opponent(DRAUGHTS, "alphabeta:3")
+    assert act is make_opponent(DRAUGHTS, "alphabeta:3")
+    for bad in ("alphabeta:0", "alphabeta:x", "alphabeta:"):
+        with pytest.raises(ValueError, match="alphabeta opponent needs a depth"):
+            make_opponent(DRAUGHTS, bad)
+    assert anchor_name(DRAUGHTS, 6) == "alphabeta:6 (engine 1, draughts-1)"
+    assert anchor_name(TTT, 2).endswith("terminal-only)")
+
+
+def test_heuristics_are_inside_the_results_and_see_both_sides():
+    for env in (DRAUGHTS, C4):
+        states = _batch(_live(env, 11, 32, (10, 24)))
+        values = np.asarray(jax.vmap(env.heuristic_value)(states))
+        assert values.dtype == np.float32 and np.all(np.abs(values) < 0.95)
+        assert np.std(values) > 0.01  # it tells positions apart
+    # Draughts: a man more is good for its side, whoever moves; the colours' turn negates it.
+    up = DRAUGHTS.from_fen("B:W29,30:B1,2,3")
+    assert float(DRAUGHTS.heuristic_value(up)) > 0.1
+    assert float(DRAUGHTS.heuristic_value(DRAUGHTS.from_fen("W:W29,30:B1,2,3"))) < -0.1
+    mirrored = DRAUGHTS.from_fen("W:W30,31,32:B3,4")  # the same, turned and colours swapped
+    assert float(DRAUGHTS.heuristic_value(mirrored)) == pytest.approx(
+        float(DRAUGHTS.heuristic_value(up)), abs=1e-6)
+    # Connect four: three in a row with the fourth cell open is a threat.
+    threat = play_moves(C4, [0, 6, 1, 6, 2])  # X on 0, 1, 2; O to move
+    assert float(C4.heuristic_value(threat)) < -0.1
+    # Draughts forcing: a capture pending.
+    assert bool(DRAUGHTS.forcing(DRAUGHTS.from_fen("B:W18:B14")))
+    assert not bool(DRAUGHTS.forcing(DRAUGHTS.from_fen("B:W28:B1")))
+
+
+def test_position_hash_ignores_the_move_count_only():
+    a = DRAUGHTS.from_fen("B:W21,22:B1,2")
+    b = a.replace(step_count=jnp.int32(7))
+    assert np.array_equal(position_hash(a), position_hash(b))
+    for other in (DRAUGHTS.from_fen("W:W21,22:B1,2"), DRAUGHTS.from_fen("B:W21,22:B1,3"),
+                  DRAUGHTS.from_fen("B:W21,22:B1,2", counter=3),
+                  DRAUGHTS.from_fen("B:W21,22:B1,K2")):
+        assert not np.array_equal(position_hash(a), position_hash(other))
+
+
+def test_config_refuses_a_bad_depth():
+    with pytest.raises(ValueError, match="depth must be >= 1"):
+        AlphaBetaConfig(depth=0)
+    assert isinstance(DRAUGHTS, Draughts)
+
+
+@pytest.mark.parametrize("doc, weights", [
+    ("docs/games/draughts.md", "envs.draughts"), ("docs/envs.md", "envs.connect_four")])
+def test_documented_weights_are_the_code(doc, weights):
+    """The evaluation's weights define the anchor: the docs' table is the code's."""
+    import dataclasses
+    import importlib
+    import re
+    from pathlib import Path
+
+    module = importlib.import_module(weights)
+    text = (Path(__file__).resolve().parents[1] / doc).read_text()
+    section = text[text.index("alpha-beta evaluation"):]
+    rows = dict(re.findall(r"^\| (\w+) \| ([\d.]+) \|", section, re.MULTILINE))
+    fields = {f.name: getattr(module.EVAL_WEIGHTS, f.name)
+              for f in dataclasses.fields(module.EVAL_WEIGHTS) if f.name != "scale"}
+    assert {k: float(v) for k, v in rows.items() if k in fields} == fields
+    assert module.EVAL_WEIGHTS.scale == 4.0 and module.SQUASH == 0.9
+
+
+class _BadHeuristic(type(TTT)):
+    """Tic-tac-toe whose heuristic breaks the contract: 1.5 outranks a win."""
+
+    def heuristic_value(self, state):
+        return jnp.float32(1.5)
+
+
+def test_check_env_refuses_a_heuristic_outside_the_results():
+    from envs.conformance import check_env
+
+    with pytest.raises(AssertionError, match="heuristic_value must lie strictly inside"):
+        check_env(_BadHeuristic())
