@@ -49,7 +49,7 @@ def middle_games(env, num: int, seed: int) -> list:
                            np.asarray(states.pieces)])
         live &= counts.min(axis=1) >= 6
     chosen = np.flatnonzero(live)[:num]
-    return [jax.tree.map(lambda x: x[i], states) for i in chosen]
+    return [jax.tree.map(lambda x, i=i: x[i], states) for i in chosen]
 
 
 def time_search(env, depth: int, positions: list, batch: int, rounds: int):
@@ -82,7 +82,7 @@ def main() -> None:
     parser.add_argument("--depths", type=int, nargs="+", default=[2, 4, 6, 8])
     parser.add_argument("--batch", type=int, default=32, help="games in lockstep")
     parser.add_argument("--positions", type=int, default=32)
-    parser.add_argument("--rounds", type=int, default=16, help="timed single-game moves")
+    parser.add_argument("--rounds", type=int, default=32, help="timed single-game moves")
     args = parser.parse_args()
     env = envs.make(args.game)
     positions = middle_games(env, args.positions, seed=0)

@@ -21,9 +21,10 @@ from azjax.evaluation.alphabeta import (
     anchor_name,
     position_hash,
 )
+from azjax.evaluation.arena import ArenaResult, run_arena
 from azjax.evaluation.baselines import random_player
 from azjax.evaluation.players import is_baseline, make_opponent
-from envs.core import jitted_step, play_moves, random_positions
+from envs.core import jitted_step, play_moves
 from envs.draughts import Draughts, openspiel_to_action
 
 DRAUGHTS = envs.make("draughts")
@@ -67,19 +68,42 @@ def move_value(env, state, action: int, depth: int, quiescence: int,
     return value if same else -value
 
 
+@functools.cache
+def _random_play(env, num_games: int, plies: int):
+    """jit: key -> the states of `num_games` random games after 0..plies plies [plies + 1, B]."""
+
+    def run(key):
+        start = jax.vmap(env.init)(jax.random.split(key, num_games))
+
+        def ply(states, k):
+            actions = random_player(env)(k, states)
+            return jax.vmap(env.step)(states, actions), states
+
+        last, seen = jax.lax.scan(ply, start, jax.random.split(key, plies))
+        return jax.tree.map(lambda s, x: jnp.concatenate([s, x[None]]), seen, last)
+
+    return jax.jit(run)
+
+
 def _live(env, seed: int, num: int, plies: tuple[int, ...]):
-    """`num` live positions after each number of random plies, as single states."""
+    """`num` live positions after each number of random plies, as single states (one
+    compiled random play per game)."""
+    trajectory = _random_play(env, 64, 32)(jax.random.PRNGKey(seed))
     out = []
-    for k, count in enumerate(plies):
-        batch = jax.jit(random_positions, static_argnums=(0, 2, 3))(
-            env, jax.random.PRNGKey(seed + k), 4 * num, count)
-        live = np.flatnonzero(~np.asarray(batch.terminated))[:num]
-        out += [jax.tree.map(lambda x: x[i], batch) for i in live]
+    for count in plies:
+        at = jax.tree.map(lambda x, c=count: np.asarray(x[c]), trajectory)
+        live = np.flatnonzero(~at.terminated)[:num]
+        out += [jax.tree.map(lambda x, i=i: x[i], at) for i in live]
     return out
 
 
+SEARCH_BATCH = 4  # every search in this file runs on batches of this size: one compile each
+
+
 def _batch(states):
-    return jax.tree.map(lambda *xs: jnp.stack(xs), *states)
+    """Single states stacked, repeated cyclically to SEARCH_BATCH games."""
+    rows = np.arange(max(SEARCH_BATCH, len(states))) % len(states)
+    return jax.tree.map(lambda *xs: jnp.stack(xs)[rows], *states)
 
 
 @functools.cache
@@ -98,10 +122,10 @@ def test_values_equal_plain_minimax(env, plies, depths):
         found = _search(env, config)(jax.random.PRNGKey(depth), _batch(positions), depth=depth)
         assert np.all(np.asarray(found.complete))
         want = [minimax(env, p, depth, config.quiescence) for p in positions]
-        np.testing.assert_allclose(np.asarray(found.value), want, atol=1e-6,
+        np.testing.assert_allclose(np.asarray(found.value)[:len(want)], want, atol=1e-6,
                                    err_msg=f"depth {depth}")
         # The move it names is worth that value.
-        for p, action, value in zip(positions, np.asarray(found.action), want):
+        for p, action, value in zip(positions, np.asarray(found.action), want, strict=False):
             assert move_value(env, p, int(action), depth, config.quiescence) == pytest.approx(
                 value, abs=1e-6)
 
@@ -130,7 +154,7 @@ def test_values_agree_with_openspiel_alpha_beta_on_checkers():
     for depth in (1, 2, 3):
         found = _search(DRAUGHTS, config)(jax.random.PRNGKey(0), _batch([o for _, o in roots]),
                                           depth=depth)
-        for (spiel, ours), value in zip(roots, np.asarray(found.value)):
+        for (spiel, ours), value in zip(roots, np.asarray(found.value), strict=False):
             start = len(spiel.history())
             me = spiel.current_player()
 
@@ -157,21 +181,21 @@ SHOTS = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(SHOTS))
 @pytest.mark.parametrize("depth", [2, 4, 6])
-def test_finds_the_winning_shot(name, depth):
-    fen, shot, replies, answer = SHOTS[name]
-    start = DRAUGHTS.from_fen(fen)
-    found = _search(DRAUGHTS, AlphaBetaConfig(depth=6))(jax.random.PRNGKey(1),
-                                                         _batch([start]), depth=depth)
-    assert DRAUGHTS.action_to_str(int(found.action[0])) == shot
-    assert float(found.value[0]) > 0
-    # The line is forced as written and ends a man up for Black.
-    assert sorted(DRAUGHTS.legal_moves(_replay(start, [shot]))) == replies
-    assert sorted(DRAUGHTS.legal_moves(_replay(start, [shot, *replies]))) == [answer]
-    before = np.asarray(DRAUGHTS.material(start))
-    after = np.asarray(DRAUGHTS.material(_replay(start, [shot, *replies, answer])))
-    assert after[0] - after[1] > before[0] - before[1]
+def test_finds_the_winning_shot(depth):
+    starts = [DRAUGHTS.from_fen(fen) for fen, *_ in SHOTS.values()]
+    found = _search(DRAUGHTS, AlphaBetaConfig(depth=6))(jax.random.PRNGKey(1), _batch(starts),
+                                                         depth=depth)
+    for k, (name, (_, shot, replies, answer)) in enumerate(SHOTS.items()):
+        start = starts[k]
+        assert DRAUGHTS.action_to_str(int(found.action[k])) == shot, name
+        assert float(found.value[k]) > 0
+        # The line is forced as written and ends a man up for Black.
+        assert sorted(DRAUGHTS.legal_moves(_replay(start, [shot]))) == replies
+        assert sorted(DRAUGHTS.legal_moves(_replay(start, [shot, *replies]))) == [answer]
+        before = np.asarray(DRAUGHTS.material(start))
+        after = np.asarray(DRAUGHTS.material(_replay(start, [shot, *replies, answer])))
+        assert after[0] - after[1] > before[0] - before[1]
 
 
 def _replay(start, moves):
@@ -192,48 +216,21 @@ def test_solves_tic_tac_toe_with_results_alone():
     # X on 0 and 1, O on 3 and 4, X to move: 2 wins at once.
     threat = play_moves(TTT, [0, 3, 1, 4])
     found = _search(TTT, config)(jax.random.PRNGKey(0), _batch([empty, threat]))
-    np.testing.assert_allclose(np.asarray(found.value), [0.0, 1.0])
+    np.testing.assert_allclose(np.asarray(found.value)[:2], [0.0, 1.0])
     assert int(found.action[1]) == 2
 
 
-@functools.cache
-def _duel(env, depth: int, num_games: int, plies: int):
-    """jit: alpha-beta against random for `plies` steps, alpha-beta moving first in even games;
-    returns (illegal alpha-beta moves, games finished, alpha-beta's wins, losses)."""
-    searcher, rand = alphabeta_player(env, depth), random_player(env)
-
-    def duel(key):
-        states = jax.vmap(env.init)(jax.random.split(key, num_games))
-        searcher_is = jnp.arange(num_games) % 2  # player id alpha-beta plays
-
-        def turn(carry, k):
-            states, illegal, wins, losses = carry
-            mine = states.current_player == searcher_is
-            ours, theirs = searcher(k, states), rand(jax.random.fold_in(k, 1), states)
-            actions = jnp.where(mine, ours, theirs)
-            live = ~(states.terminated | states.truncated)
-            bad = live & mine & ~states.legal_action_mask[jnp.arange(num_games), actions]
-            after = jax.vmap(env.step)(states, actions)
-            reward = after.rewards[jnp.arange(num_games), searcher_is]
-            return (after, illegal + jnp.sum(bad), wins + jnp.sum(reward > 0),
-                    losses + jnp.sum(reward < 0)), None
-
-        zero = jnp.int32(0)
-        (states, illegal, wins, losses), _ = jax.lax.scan(
-            turn, (states, zero, zero, zero), jax.random.split(key, plies))
-        return illegal, jnp.sum(states.terminated | states.truncated), wins, losses
-
-    return jax.jit(duel)
-
-
-@pytest.mark.parametrize("env, games, plies", [(DRAUGHTS, 1024, 240), (C4, 1024, 42)],
+@pytest.mark.parametrize("env, games", [(DRAUGHTS, 1024), (C4, 1024)],
                          ids=["draughts", "connect_four"])
-def test_never_plays_an_illegal_move_against_random(env, games, plies):
-    illegal, finished, wins, losses = (int(x) for x in _duel(env, 1, games, plies)(
-        jax.random.PRNGKey(5)))
-    assert illegal == 0
-    assert finished >= 0.9 * games
-    assert wins >= 0.9 * finished and losses <= 0.02 * games
+def test_never_plays_an_illegal_move_against_random(env, games):
+    """Through the arena every evaluation plays (`run_arena`): half the games with each
+    colour, 200 plies at most."""
+    arena = jax.jit(functools.partial(run_arena, env=env, player_a=alphabeta_player(env, 1),
+                                      player_b=random_player(env), num_games=games,
+                                      max_steps=200))
+    result = ArenaResult.from_outcomes(*arena(jax.random.PRNGKey(5)))
+    assert result.illegal_moves_a == 0
+    assert result.wins >= 0.9 * games and result.losses <= 0.02 * games, result
 
 
 def test_opponent_names():

@@ -18,8 +18,9 @@ games in lockstep, so it plays inside the compiled arenas and ladders like every
 (`act(key, states[B])`), for every game that follows the Env contract, with no host-side copy of
 any game's rules. The depth-first walk is a `lax.while_loop` written over the batch, one env
 step per iteration; each game keeps its own stack of positions, move orders and bounds, and its
-own table (a vmapped while-loop would copy every game's table at each iteration). Games of a
-batch that finish their search early idle until the last one does.
+own table. XLA:CPU copies the loop's whole carry at each iteration here, so the tables of a
+large batch are kept small (2**18 entries over the batch). Games of a batch that finish their
+search early idle until the last one does.
 
 `ENGINE_VERSION` names this algorithm and its defaults; with the game's
 `Env.evaluation_version` it names an anchor, so `alphabeta:6` means the same from release to
@@ -49,6 +50,9 @@ EXACT, LOWER, UPPER = 0, 1, 2  # what a table entry's value is: the value, a low
 _EMPTY = -(1 << 20)  # the depth of an unused table slot
 _TIE_BITS = 20  # move-order keys: rank * 2**20 + a tie-break in [0, 2**20)
 _DERIVED_FIELDS = ("legal_action_mask", "rewards", "step_count")  # not part of a position
+# XLA:CPU copies the loop's carry at every iteration (its scatters are not done in place here),
+# so a batch's tables together hold at most 2**18 entries, and each game at least 2**6.
+_BATCH_TABLE_BITS, _MIN_TABLE_BITS = 18, 6
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,7 +62,8 @@ class AlphaBetaConfig:
     Attributes:
       depth: D >= 1, whole moves searched before the horizon.
       quiescence: how many moves past the horizon the search goes on while `Env.forcing`.
-      table_bits: the transposition table holds 2**table_bits entries per game.
+      table_bits: the transposition table holds up to 2**table_bits entries per game (fewer
+        in large batches: 2**18 entries over the batch at most, see `_BATCH_TABLE_BITS`).
       count_actions: count the depth in env actions rather than whole moves (OpenSpiel's
         convention, for cross-checks); with `quiescence` 0 there is no quiescence either.
       max_iterations: a bound on the loop's iterations per deepening step, for safety; a step
@@ -141,6 +146,184 @@ def _order_keys(mask: jax.Array, table_move: jax.Array, killers: jax.Array,
     return jnp.where(mask, rank * (1 << _TIE_BITS) + tie_break, -1).astype(jnp.int32)
 
 
+@dataclasses.dataclass(frozen=True)
+class _Layout:
+    """The static sizes of one search: B games, A actions, L stack levels, T table slots."""
+
+    num_games: int
+    num_actions: int
+    levels: int
+    slots: int
+
+    @property
+    def rows(self) -> jax.Array:
+        return jnp.arange(self.num_games)
+
+
+def _put(layout: _Layout, x: jax.Array, level: jax.Array, value: jax.Array, active: jax.Array,
+         size: int | None = None) -> jax.Array:
+    """x [B, size, ...] with row b's entry `level[b]` set to value[b] where active[b]."""
+    size = layout.levels if size is None else size
+    return x.at[layout.rows, jnp.where(active, level, size)].set(value, mode="drop")
+
+
+def _probe(layout: _Layout, table: dict, position: jax.Array):
+    """The table's entry for `position` (uint32 [B, 2]): (hit, value, depth, flag, move)."""
+    slot = (position[:, 0] & jnp.uint32(layout.slots - 1)).astype(jnp.int32)
+    rows = layout.rows
+    depth = table["depth"][rows, slot]
+    hit = (table["check"][rows, slot] == position[:, 1]) & (depth != _EMPTY)
+    return hit, table["value"][rows, slot], depth, table["flag"][rows, slot], \
+        table["move"][rows, slot]
+
+
+def _start(layout: _Layout, states: GameState) -> dict:
+    """The search's carry: every level of every game's stack, its killers and its table."""
+    b, t = layout.num_games, layout.slots
+
+    def stacked(x):
+        return jnp.broadcast_to(x[:, None], (b, layout.levels, *x.shape[1:]))
+
+    zeros_f, zeros_i = jnp.zeros(b, jnp.float32), jnp.zeros(b, jnp.int32)
+    return dict(
+        states=jax.tree.map(stacked, states),
+        keys=jnp.full((b, layout.levels, layout.num_actions), -1, jnp.int32),
+        alpha=stacked(zeros_f), beta=stacked(zeros_f), alpha0=stacked(zeros_f),
+        best=stacked(zeros_f), best_action=stacked(zeros_i), depth=stacked(zeros_i),
+        player=stacked(zeros_i), via=stacked(zeros_i),
+        hash=stacked(jax.vmap(position_hash)(states)),
+        killers=jnp.full((b, layout.levels, 2), -1, jnp.int32),
+        table=dict(check=jnp.zeros((b, t), jnp.uint32), value=jnp.zeros((b, t), jnp.float32),
+                   depth=jnp.full((b, t), _EMPTY, jnp.int32),
+                   flag=jnp.zeros((b, t), jnp.int32), move=jnp.full((b, t), -1, jnp.int32)),
+        top=zeros_i, nodes=zeros_i, iterations=jnp.int32(0),
+        action=jnp.argmax(states.legal_action_mask, -1).astype(jnp.int32),
+        value=zeros_f, complete=jnp.ones(b, bool))
+
+
+def _child(env: Env, config: AlphaBetaConfig, layout: _Layout, c: dict) -> dict:
+    """The next child of every game's top node, stepped into and scored at once if it is a
+    leaf or the table settles it (see the module docstring)."""
+    rows, top = layout.rows, jnp.maximum(c["top"], 0)
+    keys_t = c["keys"][rows, top]  # [B, A]
+    action = jnp.argmax(keys_t, -1).astype(jnp.int32)
+    alpha_t, beta_t = c["alpha"][rows, top], c["beta"][rows, top]
+    depth_t, player_t = c["depth"][rows, top], c["player"][rows, top]
+    descend = (c["top"] >= 0) & (keys_t[rows, action] >= 0) & (alpha_t < beta_t)
+    child = jax.vmap(env.step)(jax.tree.map(lambda x: x[rows, top], c["states"]), action)
+    same = child.current_player == player_t
+    depth = depth_t - (1 if config.count_actions else jnp.where(same, 0, 1))
+    alpha, beta = jnp.where(same, alpha_t, -beta_t), jnp.where(same, beta_t, -alpha_t)
+    terminal = child.terminated | child.truncated
+    static = jnp.where(terminal, child.rewards[rows, child.current_player],
+                       jax.vmap(env.heuristic_value)(child))
+    leaf = (terminal | ((depth <= 0) & ~jax.vmap(env.forcing)(child))
+            | (depth <= -config.quiescence) | (top + 1 >= layout.levels))
+    position = jax.vmap(position_hash)(child)
+    hit, e_value, e_depth, e_flag, e_move = _probe(layout, c["table"], position)
+    settled = hit & (e_depth == depth) & (
+        (e_flag == EXACT) | ((e_flag == LOWER) & (e_value >= beta))
+        | ((e_flag == UPPER) & (e_value <= alpha)))
+    value = jnp.where(leaf, static, e_value)
+    return dict(top=top, keys_t=keys_t, action=action, descend=descend, child=child,
+                same=same, depth=depth, alpha=alpha, beta=beta, position=position,
+                scored=descend & (leaf | settled), push=descend & ~(leaf | settled),
+                value=jnp.where(same, value, -value), table_move=jnp.where(hit, e_move, -1))
+
+
+def _store(layout: _Layout, c: dict, top: jax.Array, ascend: jax.Array) -> dict:
+    """The table with each ascending game's finished node `top` stored: value and bound."""
+    rows = layout.rows
+    best, beta = c["best"][rows, top], c["beta"][rows, top]
+    flag = jnp.where(best <= c["alpha0"][rows, top], UPPER, jnp.where(best >= beta, LOWER,
+                                                                       EXACT))
+    slot = (c["hash"][rows, top, 0] & jnp.uint32(layout.slots - 1)).astype(jnp.int32)
+    entries = (("check", c["hash"][rows, top, 1]), ("value", best),
+               ("depth", c["depth"][rows, top]), ("flag", flag),
+               ("move", c["best_action"][rows, top]))
+    return {name: _put(layout, c["table"][name], slot, value, ascend, layout.slots)
+            for name, value in entries}
+
+
+def _body(env: Env, config: AlphaBetaConfig, layout: _Layout, ties: jax.Array, c: dict) -> dict:
+    """One step of every game's depth-first walk: descend into a child (score it or push it),
+    or finish the top node (store it, hand its value to its parent, pop it)."""
+    rows, put = layout.rows, functools.partial(_put, layout)
+    d = _child(env, config, layout, c)
+    top, push, scored = d["top"], d["push"], d["scored"]
+    ascend = (c["top"] >= 0) & ~d["descend"]
+    parent = jnp.maximum(top - 1, 0)
+    best_t = c["best"][rows, top]
+    # One node takes a value: `top` from a scored child, or the parent from `top`.
+    update = scored | (ascend & (top > 0))
+    node = jnp.where(scored, top, parent)
+    value = jnp.where(scored, d["value"], jnp.where(
+        c["player"][rows, top] == c["player"][rows, parent], best_t, -best_t))
+    played = jnp.where(scored, d["action"], c["via"][rows, top])
+    best_n = c["best"][rows, node]
+    new_alpha = jnp.maximum(c["alpha"][rows, node], value)
+    killers = c["killers"][rows, node]
+    cutoff = new_alpha >= c["beta"][rows, node]
+    killers = jnp.where((cutoff & (played != killers[:, 0]))[:, None],
+                        jnp.stack([played, killers[:, 0]], -1), killers)
+    below = top + 1
+    child_keys = jax.vmap(_order_keys)(
+        d["child"].legal_action_mask, d["table_move"],
+        c["killers"][rows, jnp.minimum(below, layout.levels - 1)], ties)
+    keys = put(c["keys"], top, d["keys_t"].at[rows, d["action"]].set(-1), d["descend"])
+    best_action = jnp.where(value > best_n, played, c["best_action"][rows, node])
+    return dict(
+        states=jax.tree.map(lambda x, v: put(x, below, v, push), c["states"], d["child"]),
+        keys=put(keys, below, child_keys, push),
+        alpha=put(put(c["alpha"], node, new_alpha, update), below, d["alpha"], push),
+        beta=put(c["beta"], below, d["beta"], push),
+        alpha0=put(c["alpha0"], below, d["alpha"], push),
+        best=put(put(c["best"], node, jnp.maximum(best_n, value), update), below,
+                 jnp.full(layout.num_games, -INF), push),
+        best_action=put(put(c["best_action"], node, best_action, update), below,
+                        jnp.zeros(layout.num_games, jnp.int32), push),
+        depth=put(c["depth"], below, d["depth"], push),
+        player=put(c["player"], below, d["child"].current_player, push),
+        via=put(c["via"], below, d["action"], push),
+        hash=put(c["hash"], below, d["position"], push),
+        killers=put(c["killers"], node, killers, update),
+        table=_store(layout, c, top, ascend),
+        top=jnp.where(push, below, jnp.where(ascend, c["top"] - 1, c["top"])),
+        nodes=c["nodes"] + d["descend"].astype(jnp.int32),
+        iterations=c["iterations"] + 1,
+        action=c["action"], value=c["value"], complete=c["complete"])
+
+
+def _deepen(env: Env, config: AlphaBetaConfig, layout: _Layout, states: GameState,
+            root_ties: jax.Array, depth: jax.Array, c: dict) -> dict:
+    """One iterative-deepening step: every root searched to `depth` with a full window; a
+    game whose step finished takes its move and value."""
+    b, put = layout.num_games, functools.partial(_put, layout)
+    root_done = states.terminated | states.truncated
+    hit, _, _, _, move = _probe(layout, c["table"], c["hash"][:, 0])
+    root_keys = jax.vmap(_order_keys)(states.legal_action_mask, jnp.where(hit, move, -1),
+                                      c["killers"][:, 0], root_ties)
+    at_root, zero = jnp.ones(b, bool), jnp.zeros(b, jnp.int32)
+    full = jnp.full(b, INF, jnp.float32)
+    c = dict(c, keys=put(c["keys"], zero, root_keys, at_root),
+             alpha=put(c["alpha"], zero, -full, at_root), beta=put(c["beta"], zero, full,
+                                                                   at_root),
+             alpha0=put(c["alpha0"], zero, -full, at_root),
+             best=put(c["best"], zero, -full, at_root),
+             depth=put(c["depth"], zero, jnp.full(b, depth, jnp.int32), at_root),
+             player=put(c["player"], zero, states.current_player, at_root),
+             top=jnp.where(root_done, -1, 0), iterations=jnp.int32(0))
+    plain_ties = jnp.broadcast_to((1 << _TIE_BITS) - 1 - jnp.arange(layout.num_actions),
+                                  (b, layout.num_actions))
+    c = jax.lax.while_loop(
+        lambda c: jnp.any(c["top"] >= 0) & (c["iterations"] < config.max_iterations),
+        functools.partial(_body, env, config, layout, plain_ties), c)
+    finished = (c["top"] < 0) & ~root_done
+    return dict(c, action=jnp.where(finished, c["best_action"][:, 0], c["action"]),
+                value=jnp.where(finished, c["best"][:, 0], c["value"]),
+                complete=finished | root_done)
+
+
 def alphabeta_search(env: Env, key: jax.Array, states: GameState, config: AlphaBetaConfig,
                      depth: jax.Array | int | None = None) -> SearchResult:
     """Searches every game of a batch to `config.depth` whole moves (see the module docstring).
@@ -157,170 +340,19 @@ def alphabeta_search(env: Env, key: jax.Array, states: GameState, config: AlphaB
       A `SearchResult` of [B] arrays.
     """
     num_games = states.current_player.shape[0]
-    num_actions, levels = env.num_actions, config.stack
-    slots = 1 << config.table_bits
-    rows = jnp.arange(num_games)
-    ids = jnp.arange(num_actions, dtype=jnp.int32)
-    step = jax.vmap(env.step)
-    heuristic = jax.vmap(env.heuristic_value)
-    forcing = jax.vmap(env.forcing)
-    hashes = jax.vmap(position_hash)
-    order_keys = jax.vmap(_order_keys)
-
-    def put(x, level, value, active, size=levels):
-        """x [B, size, ...] with row b's entry `level[b]` set to value[b] where active[b]."""
-        return x.at[rows, jnp.where(active, level, size)].set(value, mode="drop")
-
-    def probe(table, position):
-        """The table's entry for `position` (uint32 [B, 2]): slot, hit, value, depth, flag, move."""
-        slot = (position[:, 0] & jnp.uint32(slots - 1)).astype(jnp.int32)
-        depth = table["depth"][rows, slot]
-        hit = (table["check"][rows, slot] == position[:, 1]) & (depth != _EMPTY)
-        return (slot, hit, table["value"][rows, slot], depth, table["flag"][rows, slot],
-                table["move"][rows, slot])
-
-    root_done = states.terminated | states.truncated
-    root_hash = hashes(states)
-    root_ties = (hash32(hash_seeds(key, num_games)[:, None], ids[None].astype(jnp.uint32))
+    bits = min(config.table_bits,
+               max(_MIN_TABLE_BITS, _BATCH_TABLE_BITS - int(np.ceil(np.log2(num_games)))))
+    layout = _Layout(num_games, env.num_actions, config.stack, 1 << bits)
+    ids = jnp.arange(env.num_actions, dtype=jnp.uint32)
+    root_ties = (hash32(hash_seeds(key, num_games)[:, None], ids[None])
                  >> (32 - _TIE_BITS)).astype(jnp.int32)  # [B, A]
-    plain_ties = jnp.broadcast_to((1 << _TIE_BITS) - 1 - ids, (num_games, num_actions))
-
-    def stacked(x, fill=None):
-        shape = (num_games, levels, *x.shape[1:])
-        return jnp.broadcast_to(x[:, None], shape) if fill is None else jnp.full(shape, fill,
-                                                                                 x.dtype)
-
-    zeros_f = jnp.zeros(num_games, jnp.float32)
-    zeros_i = jnp.zeros(num_games, jnp.int32)
-    start = dict(
-        states=jax.tree.map(stacked, states),
-        keys=jnp.full((num_games, levels, num_actions), -1, jnp.int32),
-        alpha=stacked(zeros_f), beta=stacked(zeros_f), alpha0=stacked(zeros_f),
-        best=stacked(zeros_f), best_action=stacked(zeros_i), depth=stacked(zeros_i),
-        player=stacked(zeros_i), via=stacked(zeros_i),
-        hash=stacked(root_hash),
-        killers=jnp.full((num_games, levels, 2), -1, jnp.int32),
-        table=dict(check=jnp.zeros((num_games, slots), jnp.uint32),
-                   value=jnp.zeros((num_games, slots), jnp.float32),
-                   depth=jnp.full((num_games, slots), _EMPTY, jnp.int32),
-                   flag=jnp.zeros((num_games, slots), jnp.int32),
-                   move=jnp.full((num_games, slots), -1, jnp.int32)),
-        top=zeros_i, nodes=zeros_i, iterations=jnp.int32(0),
-        action=jnp.argmax(states.legal_action_mask, -1).astype(jnp.int32),
-        value=zeros_f, complete=jnp.ones(num_games, bool),
-    )
-
-    def body(c):
-        top = jnp.maximum(c["top"], 0)
-        alive = c["top"] >= 0
-        keys_t = c["keys"][rows, top]  # [B, A]
-        action = jnp.argmax(keys_t, -1).astype(jnp.int32)
-        more = keys_t[rows, action] >= 0
-        alpha_t, beta_t = c["alpha"][rows, top], c["beta"][rows, top]
-        depth_t, player_t = c["depth"][rows, top], c["player"][rows, top]
-        descend = alive & more & (alpha_t < beta_t)
-        ascend = alive & ~descend
-
-        # Descend: step into the next child and score it at once if it is a leaf or the
-        # table settles it; else push it.
-        child = step(jax.tree.map(lambda x: x[rows, top], c["states"]), action)
-        same = child.current_player == player_t
-        child_depth = depth_t - (1 if config.count_actions else jnp.where(same, 0, 1))
-        child_alpha = jnp.where(same, alpha_t, -beta_t)
-        child_beta = jnp.where(same, beta_t, -alpha_t)
-        terminal = child.terminated | child.truncated
-        result = child.rewards[rows, child.current_player]
-        static = jnp.where(terminal, result, heuristic(child))
-        leaf = (terminal | ((child_depth <= 0) & ~forcing(child))
-                | (child_depth <= -config.quiescence) | (top + 1 >= levels))
-        child_hash = hashes(child)
-        _, hit, e_value, e_depth, e_flag, e_move = probe(c["table"], child_hash)
-        settled = hit & (e_depth == child_depth) & (
-            (e_flag == EXACT) | ((e_flag == LOWER) & (e_value >= child_beta))
-            | ((e_flag == UPPER) & (e_value <= child_alpha)))
-        scored = descend & (leaf | settled)
-        push = descend & ~(leaf | settled)
-        child_value = jnp.where(leaf, static, e_value)
-
-        # Ascend: node `top` is done; its value goes to the table and to its parent.
-        best_t = c["best"][rows, top]
-        parent = jnp.maximum(top - 1, 0)
-        to_parent = jnp.where(player_t == c["player"][rows, parent], best_t, -best_t)
-        flag = jnp.where(best_t <= c["alpha0"][rows, top], UPPER,
-                         jnp.where(best_t >= beta_t, LOWER, EXACT))
-        slot_t = (c["hash"][rows, top, 0] & jnp.uint32(slots - 1)).astype(jnp.int32)
-        table = {name: put(c["table"][name], slot_t, value, ascend, slots)
-                 for name, value in (("check", c["hash"][rows, top, 1]), ("value", best_t),
-                                     ("depth", depth_t), ("flag", flag),
-                                     ("move", c["best_action"][rows, top]))}
-
-        # One node takes a value: `top` from a scored child, or the parent from `top`.
-        update = scored | (ascend & (top > 0))
-        node = jnp.where(scored, top, parent)
-        value = jnp.where(scored, jnp.where(same, child_value, -child_value), to_parent)
-        played = jnp.where(scored, action, c["via"][rows, top])
-        best_n, alpha_n = c["best"][rows, node], c["alpha"][rows, node]
-        improved = value > best_n
-        new_alpha = jnp.maximum(alpha_n, value)
-        killers_n = c["killers"][rows, node]
-        cutoff = new_alpha >= c["beta"][rows, node]
-        killers_n = jnp.where((cutoff & (played != killers_n[:, 0]))[:, None],
-                              jnp.stack([played, killers_n[:, 0]], -1), killers_n)
-
-        keys = put(c["keys"], top, keys_t.at[rows, action].set(-1), descend)
-        below = top + 1
-        child_keys = order_keys(child.legal_action_mask, jnp.where(hit, e_move, -1),
-                                c["killers"][rows, jnp.minimum(below, levels - 1)], plain_ties)
-        return dict(
-            states=jax.tree.map(lambda x, v: put(x, below, v, push), c["states"], child),
-            keys=put(keys, below, child_keys, push),
-            alpha=put(put(c["alpha"], node, new_alpha, update), below, child_alpha, push),
-            beta=put(c["beta"], below, child_beta, push),
-            alpha0=put(c["alpha0"], below, child_alpha, push),
-            best=put(put(c["best"], node, jnp.maximum(best_n, value), update), below,
-                     jnp.full(num_games, -INF), push),
-            best_action=put(put(c["best_action"], node,
-                                jnp.where(improved, played, c["best_action"][rows, node]),
-                                update), below, zeros_i, push),
-            depth=put(c["depth"], below, child_depth, push),
-            player=put(c["player"], below, child.current_player, push),
-            via=put(c["via"], below, action, push),
-            hash=put(c["hash"], below, child_hash, push),
-            killers=put(c["killers"], node, killers_n, update),
-            table=table,
-            top=jnp.where(push, below, jnp.where(ascend, c["top"] - 1, c["top"])),
-            nodes=c["nodes"] + descend.astype(jnp.int32),
-            iterations=c["iterations"] + 1,
-            action=c["action"], value=c["value"], complete=c["complete"],
-        )
-
-    def deepen(depth, c):
-        """One iterative-deepening step: the root searched to `depth` with a full window."""
-        _, hit, _, _, _, move = probe(c["table"], root_hash)
-        root_keys = order_keys(states.legal_action_mask, jnp.where(hit, move, -1),
-                               c["killers"][:, 0], root_ties)
-        at_root = jnp.ones(num_games, bool)
-        zero = jnp.zeros(num_games, jnp.int32)
-        c = dict(c, keys=put(c["keys"], zero, root_keys, at_root),
-                 alpha=put(c["alpha"], zero, jnp.full(num_games, -INF), at_root),
-                 beta=put(c["beta"], zero, jnp.full(num_games, INF), at_root),
-                 alpha0=put(c["alpha0"], zero, jnp.full(num_games, -INF), at_root),
-                 best=put(c["best"], zero, jnp.full(num_games, -INF), at_root),
-                 depth=put(c["depth"], zero, jnp.full(num_games, depth, jnp.int32), at_root),
-                 player=put(c["player"], zero, states.current_player, at_root),
-                 top=jnp.where(root_done, -1, 0), iterations=jnp.int32(0))
-        c = jax.lax.while_loop(
-            lambda c: jnp.any(c["top"] >= 0) & (c["iterations"] < config.max_iterations),
-            body, c)
-        finished = (c["top"] < 0) & ~root_done
-        return dict(c, action=jnp.where(finished, c["best_action"][:, 0], c["action"]),
-                    value=jnp.where(finished, c["best"][:, 0], c["value"]),
-                    complete=finished | root_done)
-
     limit = config.depth if depth is None else jnp.clip(depth, 1, config.depth)
-    end = jax.lax.fori_loop(1, limit + 1, deepen, start)
-    action = jnp.where(root_done, 0, end["action"]).astype(jnp.int32)
-    return SearchResult(action=action, value=jnp.where(root_done, 0.0, end["value"]),
+    end = jax.lax.fori_loop(
+        1, limit + 1, functools.partial(_deepen, env, config, layout, states, root_ties),
+        _start(layout, states))
+    root_done = states.terminated | states.truncated
+    return SearchResult(action=jnp.where(root_done, 0, end["action"]).astype(jnp.int32),
+                        value=jnp.where(root_done, 0.0, end["value"]),
                         nodes=end["nodes"], complete=end["complete"])
 
 
