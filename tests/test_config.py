@@ -58,6 +58,8 @@ def test_override_sets_nested_keys_with_yaml_types(tmp_path):
     ({"eval": {"opponents": ["stockfish"]}}, "unknown opponent 'stockfish'"),
     ({"eval": {"opponents": ["mcts:0"]}}, "unknown opponent 'mcts:0'"),
     ({"eval": {"opponents": ["mcts:lots"]}}, "unknown opponent 'mcts:lots'"),
+    ({"eval": {"opponents": ["alphabeta:0"]}}, "unknown opponent 'alphabeta:0'"),
+    ({"eval": {"opponents": ["alphabeta"]}}, "unknown opponent 'alphabeta'"),
     ({"eval": {"num_simulations": -1}}, "eval.num_simulations: must be >= 0"),
     ({"network": {"value_hidden": 0}}, "network: policy_channels, value_channels"),
     ({"network": {"kind": "resmlp", "width": 0}}, "network.width: must be positive"),
@@ -152,3 +154,10 @@ def test_variant_configs_list_only_their_changes():
             for key, value in keys:
                 inherited = (base.get(section, {}) or {}).get(key) if key else base.get(section)
                 assert value != inherited, f"{path.name}: {section}.{key} restates its base"
+
+
+def test_alphabeta_opponents_are_valid_in_training_arenas(tmp_path):
+    (tmp_path / "c.yaml").write_text(
+        "game: draughts\neval: {opponents: [random, 'mcts:100', 'alphabeta:6']}\n")
+    assert load_config(tmp_path / "c.yaml").eval.opponents == ("random", "mcts:100",
+                                                               "alphabeta:6")
