@@ -33,7 +33,12 @@ from azjax.evaluation.oracle_score import (
     oracle_error_metrics,
     stack_oracle_sets,
 )
-from azjax.evaluation.players import make_opponent, network_player, search_player
+from azjax.evaluation.players import (
+    SEARCHING_BASELINES,
+    make_opponent,
+    network_player,
+    search_player,
+)
 from envs.core import Env, GameState
 
 __all__ = ["PERFECT_RAW_ERROR", "Evaluator", "arenas_due", "is_perfect"]
@@ -152,7 +157,7 @@ class Evaluator:
         search in the program); each mcts:N and alphabeta:D opponent gets an arena of its own,
         as in a shared one its search would run in every game (a player acts on the whole
         batch)."""
-        heavy = [name for name in self.opponents if name.startswith(("mcts:", "alphabeta:"))]
+        heavy = [name for name in self.opponents if name.startswith(SEARCHING_BASELINES)]
         shared = [name for name in self.opponents if name not in heavy]
         return ([shared] if shared else []) + [[name] for name in heavy]
 

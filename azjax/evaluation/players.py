@@ -18,13 +18,17 @@ from azjax.evaluation import alphabeta, baselines
 from azjax.evaluation.baselines import Player
 from envs.core import Env, GameState
 
-__all__ = ["is_baseline", "make_opponent", "network_player", "search_player"]
+__all__ = ["SEARCHING_BASELINES", "is_baseline", "make_opponent", "network_player",
+           "search_player"]
+
+SEARCHING_BASELINES = ("mcts:", "alphabeta:")
+"""Name prefixes of the baselines that search (mcts:N, alphabeta:D): costly per move."""
 
 
 def is_baseline(name: str) -> bool:
     """Whether `make_opponent` plays `name` (random, greedy, mcts:N, alphabeta:D); else it is
     an agent's spec (a game id, run dir or model dir)."""
-    return name in ("random", "greedy") or name.startswith(("mcts:", "alphabeta:"))
+    return name in ("random", "greedy") or name.startswith(SEARCHING_BASELINES)
 
 
 def make_opponent(env: Env, name: str) -> Player:

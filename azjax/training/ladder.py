@@ -318,7 +318,8 @@ def rate_anchors(game: str, baselines: Iterable[str], *, key: jax.Array,
     for i, a in enumerate(names):
         for j in range(i + 1, len(names)):
             match_key = jax.random.fold_in(key, len(matches))
-            arena = _baseline_arena(env, players[i], players[j], games_per_pair, opening_plies)
+            arena = jax.jit(functools.partial(_paired_arena, env, players[i], players[j],
+                                              games_per_pair, opening_plies))
             result = ArenaResult.from_outcomes(*arena(match_key))
             matches.append((a, names[j], result))
             if progress is not None:
@@ -333,16 +334,13 @@ def rate_anchors(game: str, baselines: Iterable[str], *, key: jax.Array,
                       for a, b, r in matches))
 
 
-def _baseline_arena(env, player_a: Player, player_b: Player, num_games: int,
-                    opening_plies: int) -> Callable:
-    """jit: key -> `run_arena`'s outcomes of A against B from paired openings."""
-
-    def arena(key):
-        return run_arena(derive_key(key, jnp.uint32(1)), env=env, player_a=player_a,
-                         player_b=player_b, num_games=num_games, opening_plies=opening_plies,
-                         opening_seed=hash_seeds(derive_key(key, jnp.uint32(0)), 1)[0])
-
-    return jax.jit(arena)
+def _paired_arena(env, player_a: Player, player_b: Player, num_games: int, opening_plies: int,
+                  key: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """`run_arena`'s outcomes of A against B from paired openings, its keys derived from
+    `key`: the one arena of the ladder's matches and the anchor tables' round robins."""
+    return run_arena(derive_key(key, jnp.uint32(1)), env=env, player_a=player_a,
+                     player_b=player_b, num_games=num_games, opening_plies=opening_plies,
+                     opening_seed=hash_seeds(derive_key(key, jnp.uint32(0)), 1)[0])
 
 
 # ---- the ladder -----------------------------------------------------------------------------
@@ -432,11 +430,8 @@ def _ladder_arena(env, search_fn, num_simulations: int, opponents: list, *, num_
     player = functools.partial(_switch_player, search_fn, num_simulations, opponents)
 
     def arena(params_a, which_a, params_b, which_b, key):
-        return run_arena(
-            derive_key(key, jnp.uint32(1)), env=env, player_a=player(params_a, which_a),
-            player_b=player(params_b, which_b), num_games=num_games,
-            opening_plies=opening_plies,
-            opening_seed=hash_seeds(derive_key(key, jnp.uint32(0)), 1)[0])
+        return _paired_arena(env, player(params_a, which_a), player(params_b, which_b),
+                             num_games, opening_plies, key)
 
     return jax.jit(arena)
 
