@@ -43,6 +43,7 @@ __all__ = [
     "load_config",
     "locate_game",
     "merge_config_data",
+    "parse_baseline",
     "parse_override",
     "read_config_data",
     "with_game_dir",
@@ -668,6 +669,28 @@ def load_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -
 # ---- validation ----------------------------------------------------------------------------------
 
 
+def parse_baseline(name: str) -> tuple[str, int]:
+    """A baseline opponent's name as (kind, count): ``random`` and ``greedy`` -> (name, 0),
+    ``mcts:N`` -> ("mcts", N simulations), ``alphabeta:D`` -> ("alphabeta", D whole moves).
+
+    Raises:
+      ValueError: a name of no baseline, or a count that is not a positive integer.
+    """
+    if name in ("random", "greedy"):
+        return name, 0
+    kind, _, count = name.partition(":")
+    if kind == "mcts" and not (count.isdigit() and int(count) >= 1):
+        raise ValueError(f"mcts opponent needs a positive simulation count, e.g. mcts:100; "
+                         f"got {name!r}")
+    if kind == "alphabeta" and not (count.isdigit() and int(count) >= 1):
+        raise ValueError(f"alphabeta opponent needs a depth of at least 1 whole move, e.g. "
+                         f"alphabeta:6; got {name!r}")
+    if kind not in ("mcts", "alphabeta"):
+        raise ValueError(f"unknown opponent {name!r}: use random, greedy, mcts:N or "
+                         f"alphabeta:D")
+    return kind, int(count)
+
+
 def _require(condition: bool, key: str, message: str) -> None:
     if not condition:
         raise ConfigError(f"{key}: {message}")
@@ -820,8 +843,7 @@ def _validate_eval(evaluation: EvalConfig) -> None:
     _require(evaluation.num_simulations >= 0, "eval.num_simulations",
              "must be >= 0 (0 = search.num_simulations)")
     for opponent in evaluation.opponents:
-        kind, _, count = opponent.partition(":")
-        _require(opponent in ("random", "greedy")
-                 or (kind in ("mcts", "alphabeta") and count.isdigit() and int(count) > 0),
-                 "eval.opponents", f"unknown opponent {opponent!r} (random, greedy, mcts:N "
-                 "with N >= 1, alphabeta:D with D >= 1)")
+        try:
+            parse_baseline(opponent)
+        except ValueError as error:
+            raise ConfigError(f"eval.opponents: {error}") from None

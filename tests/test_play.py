@@ -7,20 +7,19 @@ import subprocess
 import sys
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 from conftest import REPO_ROOT
-from flax import struct
 from play_server import HUMAN_JUMP_LINE, PlayServer
 from typer.testing import CliRunner
+from user_game_module import Pile
 
 import envs
 from azjax.apps.cli import app
 from azjax.apps.serve import GameService
 from azjax.apps.terminal import parse_start, play_terminal
 from azjax.apps.turns import top_moves, untrained_agent
-from envs.core import BoardView, Cell, Env, winner_of
+from envs.core import winner_of
 
 # The CLI would switch this process's compilation cache to ~/.cache; keep the tests' one.
 RUNNER = CliRunner(env={"AZJAX_COMPILATION_CACHE": str(REPO_ROOT / ".jax_cache")})
@@ -189,48 +188,11 @@ def test_a_game_from_this_module_renders_by_default_from_its_board_view():
     envs.check_env(env, num_games=4)
 
 
-@struct.dataclass
-class TakeAwayState:
-    """A pile of stones."""
-
-    current_player: jax.Array
-    legal_action_mask: jax.Array
-    rewards: jax.Array
-    terminated: jax.Array
-    truncated: jax.Array
-    step_count: jax.Array
-    stones: jax.Array  # int32 []
-
-
-class TakeAway(Env):
+class TakeAway(Pile):
     """Four stones; a move takes 1 (action 0) or 2 (action 1); whoever takes the last wins.
     Only the rules and a board view: every people-facing member is the base class's."""
 
     name = "take_away"
-    num_actions = 2
-    observation_shape = (5,)
-    max_game_length = 4
 
-    def _init(self):
-        return TakeAwayState(jnp.int32(0), jnp.ones(2, jnp.bool_), jnp.zeros(2, jnp.float32),
-                             jnp.bool_(False), jnp.bool_(False), jnp.int32(0), jnp.int32(4))
-
-    def _apply_legal_action(self, state, action):
-        stones = state.stones - 1 - action
-        mover = state.current_player
-        won = stones == 0
-        rewards = jnp.where(won, jnp.zeros(2).at[mover].set(1.0).at[1 - mover].set(-1.0),
-                            jnp.zeros(2)).astype(jnp.float32)
-        return state.replace(current_player=1 - mover, stones=stones, rewards=rewards,
-                             terminated=won, legal_action_mask=jnp.arange(2) < stones)
-
-    def observe(self, state):
-        return jax.nn.one_hot(state.stones, 5, dtype=jnp.float32)
-
-    def symmetries(self, obs, policy):
-        return obs[None], policy[None]
-
-    def board_view(self, state):
-        stones = int(state.stones)
-        return BoardView(rows=1, cols=4, cells=tuple(
-            Cell(player=None) if i >= stones else Cell(player=0, label="o") for i in range(4)))
+    def __init__(self):
+        super().__init__(stones=4, max_take=2)

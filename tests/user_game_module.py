@@ -1,7 +1,8 @@
 """A game defined outside `envs/`, as a user's own module, for tests/test_user_games.py.
 
-`TheGame` is a pile of stones: a move takes 1, 2 or 3 (actions 0, 1, 2), never more than are
-left; whoever takes the last stone wins. It takes the pile's size as an argument, so a config
+`Pile` is a pile of stones: a move takes 1 to `max_take` (actions 0, 1, ...), never more than
+are left; whoever takes the last stone wins. `TheGame` is the pile with moves typed as numbers
+of stones. It takes the pile's size as an argument, so a config
 can name it with keyword arguments. The other names are bad games, one per error the CLI must
 explain.
 """
@@ -26,22 +27,22 @@ class PileState:
     stones: jax.Array  # int32 []
 
 
-class TheGame(Env):
-    """Take 1-3 stones from one pile; taking the last one wins (the mover wins with a pile
-    that is not a multiple of 4)."""
+class Pile(Env):
+    """Take 1 to `max_take` stones from one pile of `stones`; taking the last one wins. Only
+    the rules and a board view: every people-facing member is the base class's."""
 
     name = "pile"
-    num_actions = 3
 
-    def __init__(self, stones: int = 6):
-        self.stones = int(stones)
+    def __init__(self, stones: int = 6, max_take: int = 3):
+        self.stones, self.max_take = int(stones), int(max_take)
+        self.num_actions = self.max_take
         self.observation_shape = (self.stones + 1,)
         self.max_game_length = self.stones
 
     def _init(self):
-        return PileState(jnp.int32(0), jnp.arange(3) < self.stones, jnp.zeros(2, jnp.float32),
-                         jnp.bool_(False), jnp.bool_(False), jnp.int32(0),
-                         jnp.int32(self.stones))
+        return PileState(jnp.int32(0), jnp.arange(self.max_take) < self.stones,
+                         jnp.zeros(2, jnp.float32), jnp.bool_(False), jnp.bool_(False),
+                         jnp.int32(0), jnp.int32(self.stones))
 
     def _apply_legal_action(self, state, action):
         stones = state.stones - 1 - action
@@ -50,13 +51,27 @@ class TheGame(Env):
         rewards = jnp.where(won, jnp.zeros(2).at[mover].set(1.0).at[1 - mover].set(-1.0),
                             jnp.zeros(2)).astype(jnp.float32)
         return state.replace(current_player=1 - mover, stones=stones, rewards=rewards,
-                             terminated=won, legal_action_mask=jnp.arange(3) < stones)
+                             terminated=won,
+                             legal_action_mask=jnp.arange(self.max_take) < stones)
 
     def observe(self, state):
         return jax.nn.one_hot(state.stones, self.stones + 1, dtype=jnp.float32)
 
     def symmetries(self, obs, policy):
         return obs[None], policy[None]
+
+    def board_view(self, state):
+        left = int(state.stones)
+        return BoardView(rows=1, cols=self.stones, cells=tuple(
+            Cell(player=0, label="o") if i < left else Cell() for i in range(self.stones)))
+
+
+class TheGame(Pile):
+    """Take 1-3 stones from one pile; taking the last one wins (the mover wins with a pile
+    that is not a multiple of 4). Moves are typed as the stones taken."""
+
+    def __init__(self, stones: int = 6):
+        super().__init__(stones, max_take=3)
 
     def action_to_str(self, action):
         return str(int(action) + 1)
@@ -65,11 +80,6 @@ class TheGame(Env):
         if text.strip() not in ("1", "2", "3"):
             raise ValueError(f"a move takes 1, 2 or 3 stones, got {text!r}")
         return int(text) - 1
-
-    def board_view(self, state):
-        left = int(state.stones)
-        return BoardView(rows=1, cols=self.stones, cells=tuple(
-            Cell(player=0, label="o") if i < left else Cell() for i in range(self.stones)))
 
 
 def small_pile(stones: int = 4) -> TheGame:

@@ -13,6 +13,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from azjax.config import parse_baseline
 from azjax.core.search import masked_logits
 from azjax.evaluation import alphabeta, baselines
 from azjax.evaluation.baselines import Player
@@ -45,27 +46,17 @@ def make_opponent(env: Env, name: str) -> Player:
     Raises:
       ValueError: an unknown name or a bad simulation count.
     """
-    if name == "random":
+    if not is_baseline(name):
+        raise ValueError(f"unknown opponent {name!r}: use random, greedy, mcts:N, alphabeta:D "
+                         f"or a model spec")
+    kind, count = parse_baseline(name)
+    if kind == "random":
         return baselines.random_player(env)
-    if name == "greedy":
+    if kind == "greedy":
         return baselines.greedy_player(env)
-    if name.startswith("mcts:"):
-        try:
-            simulations = int(name.split(":", 1)[1])
-        except ValueError:
-            simulations = 0
-        if simulations < 1:
-            raise ValueError(f"mcts opponent needs a positive simulation count, e.g. mcts:100; "
-                             f"got {name!r}")
-        return baselines.mcts_player(env, simulations)
-    if name.startswith("alphabeta:"):
-        depth = name.split(":", 1)[1]
-        if not depth.isdigit() or int(depth) < 1:
-            raise ValueError(f"alphabeta opponent needs a depth of at least 1 whole move, e.g. "
-                             f"alphabeta:6; got {name!r}")
-        return alphabeta.alphabeta_player(env, int(depth))
-    raise ValueError(f"unknown opponent {name!r}: use random, greedy, mcts:N, alphabeta:D or a "
-                     f"model spec")
+    if kind == "mcts":
+        return baselines.mcts_player(env, count)
+    return alphabeta.alphabeta_player(env, count)
 
 
 def network_player(env: Env, apply_fn: Callable, params: Any) -> Player:
