@@ -318,7 +318,7 @@ class Learner:
         k_sample, k_sym = jax.random.split(key)
         fresh = 0 if reanalysed is None else reanalysed.value.shape[0]
         batch = replay_lib.sample(buffer, k_sample, cfg.batch_size - fresh, window)
-        batch = batch.replace(state=None, outcome=None)  # not trained on
+        batch = batch.training_view()
         if reanalysed is not None:
             batch = jax.tree.map(lambda a, b: jnp.concatenate([a, b]), batch, reanalysed)
         batch = self.placement.constrain_batch(batch)  # e.g. each device: its share

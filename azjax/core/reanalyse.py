@@ -20,7 +20,6 @@ import jax
 import jax.numpy as jnp
 
 from azjax.core import replay as replay_lib
-from azjax.core.types import Positions
 
 __all__ = ["reanalyse"]
 
@@ -74,9 +73,4 @@ def reanalyse(search_fn: Callable[..., Any], variables: Any, buffer: replay_lib.
         "value_change": (jnp.sum(masked * jnp.abs(new.value - old.value))
                          / jnp.maximum(jnp.sum(masked), 1.0)),
     }
-    return buffer, _training_view(new), slots, metrics
-
-
-def _training_view(positions: Positions) -> Positions:
-    """`positions` as the update step trains on them: no env state, no outcome."""
-    return positions.replace(state=None, outcome=None)
+    return buffer, new.training_view(), slots, metrics

@@ -85,3 +85,8 @@ class Positions:
     # float32 [...], the short-horizon value for the player to move (`short_value_targets`),
     # under `value_mask`; None without the short-value head
     short_value: jax.Array | None = None
+
+    def training_view(self) -> Positions:
+        """These positions as an update step trains on them: without the env states and
+        outcomes that only reanalysis and branching starts read."""
+        return self.replace(state=None, outcome=None)

@@ -18,9 +18,9 @@ games in lockstep, so it plays inside the compiled arenas and ladders like every
 (`act(key, states[B])`), for every game that follows the Env contract, with no host-side copy of
 any game's rules. The depth-first walk is a `lax.while_loop` written over the batch, one env
 step per iteration; each game keeps its own stack of positions, move orders and bounds, and its
-own table. XLA:CPU copies the loop's whole carry at each iteration here, so the tables of a
-large batch are kept small (2**18 entries over the batch). Games of a batch that finish their
-search early idle until the last one does.
+own table. Each iteration first does the writes the previous one decided, then reads: that
+order lets XLA update the stacks and tables in place rather than copy them at every step
+(`_apply`). Games of a batch that finish their search early idle until the last one does.
 
 `ENGINE_VERSION` names this algorithm and its defaults; with the game's
 `Env.evaluation_version` it names an anchor, so `alphabeta:6` means the same from release to
@@ -50,9 +50,8 @@ EXACT, LOWER, UPPER = 0, 1, 2  # what a table entry's value is: the value, a low
 _EMPTY = -(1 << 20)  # the depth of an unused table slot
 _TIE_BITS = 20  # move-order keys: rank * 2**20 + a tie-break in [0, 2**20)
 _DERIVED_FIELDS = ("legal_action_mask", "rewards", "step_count")  # not part of a position
-# XLA:CPU copies the loop's carry at every iteration (its scatters are not done in place here),
-# so a batch's tables together hold at most 2**18 entries, and each game at least 2**6.
-_BATCH_TABLE_BITS, _MIN_TABLE_BITS = 18, 6
+# A batch's tables together hold at most 2**22 entries (80 MB), and each game's at least 2**6.
+_BATCH_TABLE_BITS, _MIN_TABLE_BITS = 22, 6
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,7 +62,7 @@ class AlphaBetaConfig:
       depth: D >= 1, whole moves searched before the horizon.
       quiescence: how many moves past the horizon the search goes on while `Env.forcing`.
       table_bits: the transposition table holds up to 2**table_bits entries per game (fewer
-        in large batches: 2**18 entries over the batch at most, see `_BATCH_TABLE_BITS`).
+        in batches of more than 256 games: 2**22 entries over the batch at most).
       count_actions: count the depth in env actions rather than whole moves (OpenSpiel's
         convention, for cross-checks); with `quiescence` 0 there is no quiescence either.
       max_iterations: a bound on the loop's iterations per deepening step, for safety; a step
@@ -160,11 +159,14 @@ class _Layout:
         return jnp.arange(self.num_games)
 
 
-def _put(layout: _Layout, x: jax.Array, level: jax.Array, value: jax.Array, active: jax.Array,
-         size: int | None = None) -> jax.Array:
-    """x [B, size, ...] with row b's entry `level[b]` set to value[b] where active[b]."""
-    size = layout.levels if size is None else size
-    return x.at[layout.rows, jnp.where(active, level, size)].set(value, mode="drop")
+def _put(x: jax.Array, index: jax.Array, value, active: jax.Array):
+    """x [B, N, ...] with row b's entry `index[b]` set to value[b] where active[b] (a tree of
+    such arrays: each leaf with its value's leaf)."""
+    def one(x, v):
+        rows = jnp.arange(x.shape[0])
+        return x.at[rows, jnp.where(active, index, x.shape[1])].set(v, mode="drop")
+
+    return jax.tree.map(one, x, value)
 
 
 def _probe(layout: _Layout, table: dict, position: jax.Array):
@@ -185,7 +187,7 @@ def _start(layout: _Layout, states: GameState) -> dict:
         return jnp.broadcast_to(x[:, None], (b, layout.levels, *x.shape[1:]))
 
     zeros_f, zeros_i = jnp.zeros(b, jnp.float32), jnp.zeros(b, jnp.int32)
-    return dict(
+    carry = dict(
         states=jax.tree.map(stacked, states),
         keys=jnp.full((b, layout.levels, layout.num_actions), -1, jnp.int32),
         alpha=stacked(zeros_f), beta=stacked(zeros_f), alpha0=stacked(zeros_f),
@@ -199,6 +201,44 @@ def _start(layout: _Layout, states: GameState) -> dict:
         top=zeros_i, nodes=zeros_i, iterations=jnp.int32(0),
         action=jnp.argmax(states.legal_action_mask, -1).astype(jnp.int32),
         value=zeros_f, complete=jnp.ones(b, bool))
+    return dict(carry, pending=_no_writes(carry))
+
+
+# Which carry fields each kind of write sets (see `_writes`).
+_PUSHED = ("states", "keys", "alpha", "beta", "alpha0", "best", "best_action", "depth",
+           "player", "via", "hash")
+_UPDATED = ("alpha", "best", "best_action", "killers")
+
+
+def _no_writes(c: dict) -> dict:
+    """Pending writes that write nothing, shaped like the ones `_writes` decides."""
+    def group(source, names):
+        return dict(index=jnp.zeros(c["top"].shape, jnp.int32),
+                    active=jnp.zeros(c["top"].shape, bool),
+                    values={n: jax.tree.map(lambda x: x[:, 0], source[n]) for n in names})
+
+    return dict(push=group(c, _PUSHED), descend=group(c, ("keys",)),
+                update=group(c, _UPDATED), store=group(c["table"], tuple(c["table"])))
+
+
+def _apply(c: dict) -> dict:
+    """The carry with its pending writes done (and none left pending).
+
+    The walk's step decides its writes and the next step does them, before it reads anything:
+    XLA:CPU updates a while loop's arrays in place only when, within one iteration, every
+    write to an array comes before every read of it; otherwise it copies the whole carry
+    (the stacks and the tables) at each step.
+    """
+    out, pending = dict(c), c["pending"]
+    for group in ("descend", "update", "push"):
+        w = pending[group]
+        for name, value in w["values"].items():
+            out[name] = _put(out[name], w["index"], value, w["active"])
+    w = pending["store"]
+    out["table"] = {name: _put(c["table"][name], w["index"], w["values"][name], w["active"])
+                    for name in c["table"]}
+    out["pending"] = {g: dict(w, active=jnp.zeros_like(w["active"])) for g, w in pending.items()}
+    return out
 
 
 def _child(env: Env, config: AlphaBetaConfig, layout: _Layout, c: dict) -> dict:
@@ -232,23 +272,23 @@ def _child(env: Env, config: AlphaBetaConfig, layout: _Layout, c: dict) -> dict:
 
 
 def _store(layout: _Layout, c: dict, top: jax.Array, ascend: jax.Array) -> dict:
-    """The table with each ascending game's finished node `top` stored: value and bound."""
+    """The table write of each ascending game's finished node `top`: its value and bound."""
     rows = layout.rows
     best, beta = c["best"][rows, top], c["beta"][rows, top]
     flag = jnp.where(best <= c["alpha0"][rows, top], UPPER, jnp.where(best >= beta, LOWER,
                                                                        EXACT))
     slot = (c["hash"][rows, top, 0] & jnp.uint32(layout.slots - 1)).astype(jnp.int32)
-    entries = (("check", c["hash"][rows, top, 1]), ("value", best),
-               ("depth", c["depth"][rows, top]), ("flag", flag),
-               ("move", c["best_action"][rows, top]))
-    return {name: _put(layout, c["table"][name], slot, value, ascend, layout.slots)
-            for name, value in entries}
+    return dict(index=slot, active=ascend, values=dict(
+        check=c["hash"][rows, top, 1], value=best, depth=c["depth"][rows, top], flag=flag,
+        move=c["best_action"][rows, top]))
 
 
 def _body(env: Env, config: AlphaBetaConfig, layout: _Layout, ties: jax.Array, c: dict) -> dict:
-    """One step of every game's depth-first walk: descend into a child (score it or push it),
-    or finish the top node (store it, hand its value to its parent, pop it)."""
-    rows, put = layout.rows, functools.partial(_put, layout)
+    """One step of every game's depth-first walk: the last step's writes done, then descend
+    into a child (score it or push it), or finish the top node (store it, hand its value to
+    its parent, pop it); this step's writes are left pending (`_apply`)."""
+    c = _apply(c)
+    rows = layout.rows
     d = _child(env, config, layout, c)
     top, push, scored = d["top"], d["push"], d["scored"]
     ascend = (c["top"] >= 0) & ~d["descend"]
@@ -270,54 +310,50 @@ def _body(env: Env, config: AlphaBetaConfig, layout: _Layout, ties: jax.Array, c
     child_keys = jax.vmap(_order_keys)(
         d["child"].legal_action_mask, d["table_move"],
         c["killers"][rows, jnp.minimum(below, layout.levels - 1)], ties)
-    keys = put(c["keys"], top, d["keys_t"].at[rows, d["action"]].set(-1), d["descend"])
-    best_action = jnp.where(value > best_n, played, c["best_action"][rows, node])
-    return dict(
-        states=jax.tree.map(lambda x, v: put(x, below, v, push), c["states"], d["child"]),
-        keys=put(keys, below, child_keys, push),
-        alpha=put(put(c["alpha"], node, new_alpha, update), below, d["alpha"], push),
-        beta=put(c["beta"], below, d["beta"], push),
-        alpha0=put(c["alpha0"], below, d["alpha"], push),
-        best=put(put(c["best"], node, jnp.maximum(best_n, value), update), below,
-                 jnp.full(layout.num_games, -INF), push),
-        best_action=put(put(c["best_action"], node, best_action, update), below,
-                        jnp.zeros(layout.num_games, jnp.int32), push),
-        depth=put(c["depth"], below, d["depth"], push),
-        player=put(c["player"], below, d["child"].current_player, push),
-        via=put(c["via"], below, d["action"], push),
-        hash=put(c["hash"], below, d["position"], push),
-        killers=put(c["killers"], node, killers, update),
-        table=_store(layout, c, top, ascend),
-        top=jnp.where(push, below, jnp.where(ascend, c["top"] - 1, c["top"])),
-        nodes=c["nodes"] + d["descend"].astype(jnp.int32),
-        iterations=c["iterations"] + 1,
-        action=c["action"], value=c["value"], complete=c["complete"])
+    pending = dict(
+        push=dict(index=below, active=push, values=dict(
+            states=d["child"], keys=child_keys, alpha=d["alpha"], beta=d["beta"],
+            alpha0=d["alpha"], best=jnp.full(layout.num_games, -INF),
+            best_action=jnp.zeros(layout.num_games, jnp.int32), depth=d["depth"],
+            player=d["child"].current_player, via=d["action"], hash=d["position"])),
+        descend=dict(index=top, active=d["descend"],
+                     values=dict(keys=d["keys_t"].at[rows, d["action"]].set(-1))),
+        update=dict(index=node, active=update, values=dict(
+            alpha=new_alpha, best=jnp.maximum(best_n, value),
+            best_action=jnp.where(value > best_n, played, c["best_action"][rows, node]),
+            killers=killers)),
+        store=_store(layout, c, top, ascend))
+    return dict(c, pending=pending,
+                top=jnp.where(push, below, jnp.where(ascend, c["top"] - 1, c["top"])),
+                nodes=c["nodes"] + d["descend"].astype(jnp.int32),
+                iterations=c["iterations"] + 1)
 
 
 def _deepen(env: Env, config: AlphaBetaConfig, layout: _Layout, states: GameState,
             root_ties: jax.Array, depth: jax.Array, c: dict) -> dict:
     """One iterative-deepening step: every root searched to `depth` with a full window; a
     game whose step finished takes its move and value."""
-    b, put = layout.num_games, functools.partial(_put, layout)
+    b = layout.num_games
     root_done = states.terminated | states.truncated
     hit, _, _, _, move = _probe(layout, c["table"], c["hash"][:, 0])
     root_keys = jax.vmap(_order_keys)(states.legal_action_mask, jnp.where(hit, move, -1),
                                       c["killers"][:, 0], root_ties)
     at_root, zero = jnp.ones(b, bool), jnp.zeros(b, jnp.int32)
     full = jnp.full(b, INF, jnp.float32)
-    c = dict(c, keys=put(c["keys"], zero, root_keys, at_root),
-             alpha=put(c["alpha"], zero, -full, at_root), beta=put(c["beta"], zero, full,
+    c = dict(c, keys=_put(c["keys"], zero, root_keys, at_root),
+             alpha=_put(c["alpha"], zero, -full, at_root), beta=_put(c["beta"], zero, full,
                                                                    at_root),
-             alpha0=put(c["alpha0"], zero, -full, at_root),
-             best=put(c["best"], zero, -full, at_root),
-             depth=put(c["depth"], zero, jnp.full(b, depth, jnp.int32), at_root),
-             player=put(c["player"], zero, states.current_player, at_root),
+             alpha0=_put(c["alpha0"], zero, -full, at_root),
+             best=_put(c["best"], zero, -full, at_root),
+             depth=_put(c["depth"], zero, jnp.full(b, depth, jnp.int32), at_root),
+             player=_put(c["player"], zero, states.current_player, at_root),
              top=jnp.where(root_done, -1, 0), iterations=jnp.int32(0))
     plain_ties = jnp.broadcast_to((1 << _TIE_BITS) - 1 - jnp.arange(layout.num_actions),
                                   (b, layout.num_actions))
     c = jax.lax.while_loop(
         lambda c: jnp.any(c["top"] >= 0) & (c["iterations"] < config.max_iterations),
         functools.partial(_body, env, config, layout, plain_ties), c)
+    c = _apply(c)
     finished = (c["top"] < 0) & ~root_done
     return dict(c, action=jnp.where(finished, c["best_action"][:, 0], c["action"]),
                 value=jnp.where(finished, c["best"][:, 0], c["value"]),
