@@ -18,9 +18,10 @@ _SPEC.loader.exec_module(lever)
 
 
 def _records(points):
-    """Evaluation records (iteration, train_wall_s, flops, search, raw) of one oracle set."""
+    """Evaluation records (iteration, train_wall_s, flops, search, raw) of two oracle sets,
+    A at the errors given and B 2 points above: their means 1 point above."""
     return [{"iteration": i, "wall_s": t + 1.0, "train_wall_s": t, "flops/total": f,
-             "eval/oracle/search_error": s, "eval/oracle/raw_error": r,
+             "eval/oracle/search_error": s + 1.0, "eval/oracle/raw_error": r + 1.0,
              "eval/oracle/set/A/search": s, "eval/oracle/set/A/raw": r,
              "eval/oracle/set/B/search": s + 2.0, "eval/oracle/set/B/raw": r + 2.0}
             for i, t, f, s, r in points]
@@ -43,7 +44,7 @@ def test_a_curve_starts_at_the_untrained_network_at_zero():
     records = [{"iteration": 0, "wall_s": 3.0, "untrained/oracle/search_error": 50.0,
                 "untrained/oracle/raw_error": 60.0}] + _records([(5, 10.0, 100.0, 20.0, 30.0)])
     xs, ys = lever.curve(records, "flops/total", lambda r: r["eval/oracle/search_error"])
-    assert list(xs) == [0.0, 100.0] and list(ys) == [50.0, 20.0]
+    assert list(xs) == [0.0, 100.0] and list(ys) == [50.0, 21.0]
 
 
 def test_the_protocol_end_to_end_on_tiny_tic_tac_toe(tmp_path):

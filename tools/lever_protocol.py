@@ -134,11 +134,9 @@ def oracle_sets(records: list[dict]) -> list[str]:
                    if k.startswith(SET_PREFIX)})
 
 
-def mean_error(record: dict, kind: str, sets: list[str]) -> float:
-    """The mean `kind` ("search" or "raw") error over `sets`, or the oracle's overall error
-    for a game scored on one oracle (no sets)."""
-    if sets:
-        return float(np.mean([record[f"{SET_PREFIX}{name}/{kind}"] for name in sets]))
+def mean_error(record: dict, kind: str) -> float:
+    """The mean `kind` ("search" or "raw") error over the oracle's sets, as the evaluation
+    records it (one oracle without sets: its error)."""
     return float(record[f"eval/oracle/{kind}_error"])
 
 
@@ -180,11 +178,10 @@ def summary(records: list[dict]) -> dict[str, float]:
 def compare_pair(baseline: list[dict], variant: list[dict]) -> dict[str, object]:
     """The pair's errors at their last common `train_wall_s` and at equal FLOPs:
     {(axis, kind): (at, [baseline's, variant's])}."""
-    sets = oracle_sets(baseline + variant)
     result = {}
     for axis in ("train_wall_s", "flops/total"):
         for kind in ("search", "raw"):
-            curves = [curve(records, axis, lambda r, k=kind: mean_error(r, k, sets))
+            curves = [curve(records, axis, lambda r, k=kind: mean_error(r, k))
                       for records in (baseline, variant)]
             result[axis, kind] = at_common_end(curves)
     return result
@@ -244,7 +241,7 @@ def plot(out: Path, groups: list[list[Run]]) -> Path:
             ax = axes[row, column]
             for k, (run, records) in enumerate(runs.items()):
                 y = ((lambda r, n=name: r[f"{SET_PREFIX}{n}/search"]) if name
-                     else (lambda r: mean_error(r, "search", sets)))
+                     else (lambda r: mean_error(r, "search")))
                 xs, ys = curve(records, axis, y)
                 ax.plot(xs, ys, "-", marker="o", ms=2, color=colours[k % len(colours)],
                         label=run if row == column == 0 else None)
