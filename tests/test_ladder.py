@@ -214,3 +214,23 @@ def test_cli_anchors_writes_a_table_and_refuses_bad_input(tiny_run, tmp_path):
     assert out.exit_code == 2 and "applies to a --ladder" in out.output
     out = runner.invoke(app, ["eval", run_dir, "--ladder", "--anchors", str(tmp_path / "no")])
     assert out.exit_code == 2 and "no anchor table at" in out.output
+
+
+def test_the_shipped_draughts_anchor_table_fits_its_matches_and_this_engine():
+    """azjax/data/anchors/draughts.json: measured with this azjax's alpha-beta engine and
+    draughts evaluation (a change to either needs a new table), and its ratings are the Elo fit
+    of the matches it records."""
+    import envs
+    from conftest import REPO_ROOT
+
+    table = load_anchors(REPO_ROOT / "azjax" / "data" / "anchors" / "draughts.json")
+    table.check(envs.make("draughts"))
+    names = list(table.ratings)
+    assert {"random", "mcts:100", "alphabeta:2", "alphabeta:4", "alphabeta:6"} <= set(names)
+    fit = fit_elo(names, [(a, b, (w, d, l)) for a, b, w, d, l in table.matches])
+    for name in names:
+        np.testing.assert_allclose(fit[name][0], table.ratings[name], atol=1e-6)
+        np.testing.assert_allclose(fit[name][1:], table.intervals[name], atol=1e-6)
+    games = {frozenset((a, b)): w + d + l for a, b, w, d, l in table.matches}
+    assert len(games) == len(names) * (len(names) - 1) // 2  # a full round robin
+    assert set(games.values()) == {table.games_per_pair}

@@ -221,7 +221,8 @@ def test_sets_scored_as_one_batch_count_what_each_counts_alone():
 
 
 def test_the_labels_ship_inside_a_built_wheel(tmp_path):
-    """A pip install carries the oracle files (package data), so `--oracle` works anywhere."""
+    """A pip install carries the oracle files and the anchor tables (package data), so
+    `--oracle` and `--anchors` work anywhere."""
     import subprocess
     import sys
     import zipfile
@@ -235,7 +236,8 @@ def test_the_labels_ship_inside_a_built_wheel(tmp_path):
     names = set(zipfile.ZipFile(wheel).namelist())
     expected = {f"azjax/data/oracles/connect4/{name}.jsonl" for name in C4_SETS}
     expected |= {"azjax/data/oracles/tictactoe/positions.jsonl", "azjax/data/oracles/README.md",
-                 "azjax/models/connect_four/params.msgpack", "azjax/apps/static/index.html"}
+                 "azjax/models/connect_four/params.msgpack", "azjax/apps/static/index.html",
+                 "azjax/data/anchors/draughts.json"}
     assert expected <= names, sorted(expected - names)
 
 
