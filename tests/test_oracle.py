@@ -221,8 +221,8 @@ def test_sets_scored_as_one_batch_count_what_each_counts_alone():
 
 
 def test_the_labels_ship_inside_a_built_wheel(tmp_path):
-    """A pip install carries the oracle files and the anchor tables (package data), so
-    `--oracle` and `--anchors` work anywhere."""
+    """A pip install carries the oracle files (package data), so `--oracle` works anywhere,
+    and the anchor tables beside them."""
     import subprocess
     import sys
     import zipfile
