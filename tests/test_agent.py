@@ -17,7 +17,9 @@ import envs
 from azjax import Agent
 from azjax.agent import states_from_moves
 from azjax.apps.cli import app
+from azjax.evaluation.arena import PAIRED_OPENING_PLIES
 from azjax.evaluation.measure import arena_bar, measure_agent
+from azjax.evaluation.players import arena_opening_plies
 from azjax.model_files import CheckpointError
 
 RUNNER = CliRunner()
@@ -123,6 +125,31 @@ def test_an_arena_shows_a_bar_on_a_terminal_and_plain_lines_in_a_log(monkeypatch
             assert written.endswith("\r") and "4/4" not in written.split("\r")[-1], repr(written)
         else:
             assert written == "vs mcts:5: 1/4 games, ply 3\nvs mcts:5: 4/4 games, ply 9\n"
+
+
+def test_arenas_against_players_that_do_not_sample_open_from_paired_random_plies(agent,
+                                                                                 tiny_run):
+    """Alpha-beta and agents pick their moves from the position (alpha-beta's tie-break only
+    among exactly equal moves), so greedy search against them would replay a handful of games
+    from the start position: their arenas open from paired random plies. Random, greedy and
+    mcts:N sample their moves; their arenas start from the start position. The metrics say
+    which."""
+    for name in ("alphabeta:6", "draughts", "runs/some_run"):
+        assert arena_opening_plies(name) == PAIRED_OPENING_PLIES > 0
+    for name in ("random", "greedy", "mcts:100"):
+        assert arena_opening_plies(name) == 0
+    metrics, _ = measure_agent(agent, against=["alphabeta:2", "random"], oracle=None, games=8,
+                               num_simulations=None, seed=0)
+    assert metrics["eval/vs_alphabeta:2/opening_plies"] == PAIRED_OPENING_PLIES
+    assert metrics["eval/vs_random/opening_plies"] == 0
+    assert sum(metrics[f"eval/vs_alphabeta:2/{k}"] for k in ("wins", "draws", "losses")) == 8
+    # --opening-plies sets them for every arena of the call; a ladder keeps its table's.
+    run_dir = str(tiny_run[0])
+    out = RUNNER.invoke(app, ["eval", run_dir, "--against", "random", "--games", "2",
+                              "--opening-plies", "3"])
+    assert out.exit_code == 0 and "; 3 paired random opening plies)" in out.output, out.output
+    out = RUNNER.invoke(app, ["eval", run_dir, "--ladder", "--opening-plies", "3"])
+    assert out.exit_code == 2 and "--opening-plies applies to arenas" in out.output, out.output
 
 
 def test_cli_eval_names_the_simulations_of_an_agent_opponent(tiny_run):

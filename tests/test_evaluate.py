@@ -200,9 +200,9 @@ def test_bad_arguments():
 
 
 def test_training_evaluator_plays_each_opponent_its_games():
-    """Cheap opponents share one arena, mcts:N plays its own: every opponent meets the agent
-    in exactly `arena_games` games, and the rollouts beat the untrained network more often
-    than uniform random moves do."""
+    """Cheap opponents share one arena, mcts:N and alphabeta:D play their own (alpha-beta's
+    from paired openings): every opponent meets the agent in exactly `arena_games` games, and
+    the rollouts beat the untrained network more often than uniform random moves do."""
     import dataclasses
 
     from conftest import tiny_config
@@ -213,12 +213,13 @@ def test_training_evaluator_plays_each_opponent_its_games():
 
     config = tiny_config()
     config = dataclasses.replace(config, eval=EvalConfig(
-        arena_games=40, opponents=("random", "greedy", "mcts:32"), num_simulations=2))
+        arena_games=40, opponents=("random", "greedy", "mcts:32", "alphabeta:1"),
+        num_simulations=2))
     learner = Learner(TTT, config)
     params = learner.init_state(jax.random.PRNGKey(0)).train.params
     evaluator = Evaluator(TTT, config, learner.apply_fn, learner.search_fn)
     metrics = evaluator.evaluate(params, jax.random.PRNGKey(1))
-    for name in ("random", "greedy", "mcts:32"):
+    for name in ("random", "greedy", "mcts:32", "alphabeta:1"):
         counts = [metrics[f"eval/vs_{name}/{k}"] for k in ("wins", "draws", "losses")]
         assert sum(counts) == 40, (name, counts)
     assert metrics["eval/vs_mcts:32/score"] < metrics["eval/vs_random/score"]

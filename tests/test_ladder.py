@@ -176,6 +176,9 @@ def test_anchor_table_round_trip_and_an_anchored_ladder(tiny_run, tmp_path):
     assert "held fixed: greedy, alphabeta:9 (engine 1, terminal-only)" in format_ladder(
         result)[0]
     assert json.loads(result.json_path.read_text())["fixed_anchors"]["engine"] == 1
+    with pytest.raises(ValueError, match="measured from 2 opening plies"):
+        run_ladder(run_dir, key=jax.random.PRNGKey(1), games_per_pair=8, baselines=(),
+                   anchors=load_anchors(path), opening_plies=3)
 
 
 def test_an_anchor_table_of_another_version_or_game_is_refused(tmp_path):
@@ -220,17 +223,18 @@ def test_the_shipped_draughts_anchor_table_fits_its_matches_and_this_engine():
     """azjax/data/anchors/draughts.json: measured with this azjax's alpha-beta engine and
     draughts evaluation (a change to either needs a new table), and its ratings are the Elo fit
     of the matches it records."""
-    import envs
     from conftest import REPO_ROOT
+
+    import envs
 
     table = load_anchors(REPO_ROOT / "azjax" / "data" / "anchors" / "draughts.json")
     table.check(envs.make("draughts"))
     names = list(table.ratings)
     assert {"random", "mcts:100", "alphabeta:2", "alphabeta:4", "alphabeta:6"} <= set(names)
-    fit = fit_elo(names, [(a, b, (w, d, l)) for a, b, w, d, l in table.matches])
+    fit = fit_elo(names, [(a, b, counts) for a, b, *counts in table.matches])
     for name in names:
         np.testing.assert_allclose(fit[name][0], table.ratings[name], atol=1e-6)
         np.testing.assert_allclose(fit[name][1:], table.intervals[name], atol=1e-6)
-    games = {frozenset((a, b)): w + d + l for a, b, w, d, l in table.matches}
+    games = {frozenset((a, b)): sum(counts) for a, b, *counts in table.matches}
     assert len(games) == len(names) * (len(names) - 1) // 2  # a full round robin
     assert set(games.values()) == {table.games_per_pair}

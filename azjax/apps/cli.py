@@ -141,6 +141,9 @@ def evaluate(
         min=1, help="Simulations of the agent opponents (--against SPEC); default: each "
                     "one's own model's, not --simulations")] = None,
     seed: Annotated[int, typer.Option()] = 0,
+    opening_plies: Annotated[int | None, typer.Option(
+        min=0, help="Paired random plies opening every arena's games (default: 2 against "
+                    "alpha-beta and agents, none against random, greedy and mcts:N)")] = None,
     oracle_positions: Annotated[int | None, typer.Option(
         help="Score only the first N positions of each oracle set (default: all)")] = None,
     ladder: Annotated[bool, typer.Option(
@@ -163,6 +166,9 @@ def evaluate(
         if against_simulations is not None:
             _fail(ValueError("--against-simulations applies to agent opponents, not to a "
                              "--ladder (its snapshots all search with --simulations)"))
+        if opening_plies is not None:
+            _fail(ValueError("--opening-plies applies to arenas; a --ladder plays its anchor "
+                             "table's (or 2) opening plies"))
         _ladder(spec, against or [], games, simulations, seed, anchors)
         return
     if anchors is not None:
@@ -172,7 +178,8 @@ def evaluate(
                        num_simulations=simulations, seed=seed,
                        oracle_positions=oracle_positions, report=typer.echo,
                        overrides=set_ or [], progress=True,
-                       opponent_simulations=against_simulations)
+                       opponent_simulations=against_simulations,
+                       opening_plies=opening_plies)
     except _user_errors() as error:
         _fail(error)
 

@@ -35,6 +35,7 @@ from azjax.evaluation.oracle_score import (
 )
 from azjax.evaluation.players import (
     SEARCHING_BASELINES,
+    arena_opening_plies,
     make_opponent,
     network_player,
     search_player,
@@ -164,7 +165,7 @@ class Evaluator:
     def _arena_impl(self, params, key) -> dict[str, tuple[jax.Array, jax.Array, jax.Array]]:
         """The opponents' arenas in one program: {opponent: `run_arena`'s outcomes of its
         games}. In a shared arena game i faces opponent i % K, so each meets both colours
-        equally."""
+        equally; an alpha-beta arena opens from paired random plies (`arena_opening_plies`)."""
         search = search_player(self.search_fn, params, self.num_simulations)
         results = {}
         for g, names in enumerate(self._arena_groups()):
@@ -173,7 +174,7 @@ class Evaluator:
             opponent = _rotating_player([self.opponents[name] for name in names], games)
             returns, illegal_a, illegal_b = run_arena(
                 jax.random.fold_in(key, g), env=self.env, player_a=search, player_b=opponent,
-                num_games=games)
+                num_games=games, opening_plies=max(map(arena_opening_plies, names)))
             results.update({name: (returns[j::count], illegal_a, illegal_b)
                             for j, name in enumerate(names)})
         return results

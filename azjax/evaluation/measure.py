@@ -15,7 +15,6 @@ import jax
 
 from azjax.agent import Agent
 from azjax.evaluation.arena import (
-    PAIRED_OPENING_PLIES,
     arena_devices,
     arena_metrics,
     arena_split_note,
@@ -25,7 +24,13 @@ from azjax.evaluation.arena import (
 from azjax.evaluation.baselines import Player
 from azjax.evaluation.oracle import load_oracle
 from azjax.evaluation.oracle_score import error_percent, oracle_error_metrics, oracle_errors
-from azjax.evaluation.players import is_baseline, make_opponent, network_player, search_player
+from azjax.evaluation.players import (
+    arena_opening_plies,
+    is_baseline,
+    make_opponent,
+    network_player,
+    search_player,
+)
 
 __all__ = ["PROGRESS_LINE_EVERY_S", "arena_bar", "evaluate_agent", "measure_agent", "shows_a_bar"]
 
@@ -33,7 +38,7 @@ __all__ = ["PROGRESS_LINE_EVERY_S", "arena_bar", "evaluate_agent", "measure_agen
 def measure_agent(agent: Agent, *, against: list[str], oracle: str | None, games: int,
                   num_simulations: int | None, seed: int, oracle_positions: int | None = None,
                   report: Callable[[str], None] | None = None, progress: bool = False,
-                  opponent_simulations: int | None = None
+                  opponent_simulations: int | None = None, opening_plies: int | None = None
                   ) -> tuple[dict[str, Any], list[str]]:
     """Scores a loaded `azjax.Agent`: oracle errors and arenas (both colours).
 
@@ -53,6 +58,8 @@ def measure_agent(agent: Agent, *, against: list[str], oracle: str | None, games
       opponent_simulations: an agent opponent's search simulations (None: its own model's,
         not `num_simulations`, which is the evaluated agent's); the line before its arena
         says which.
+      opening_plies: paired random plies opening every arena's games (None: per opponent,
+        `arena_opening_plies`); recorded as ``eval/vs_<name>/opening_plies``.
 
     Returns:
       (metrics under the training run's keys: `eval/oracle/...`, `eval/vs_<name>/...`;
@@ -72,6 +79,8 @@ def measure_agent(agent: Agent, *, against: list[str], oracle: str | None, games
     if oracle is not None:
         metrics.update(_measure_oracle(agent, sims, key, oracle, oracle_positions, emit))
     opponents = against or (["random", "greedy"] if oracle is None else [])
+    if opening_plies is not None and opening_plies < 0:
+        raise ValueError(f"opening plies must be >= 0, got {opening_plies}")
     if opponent_simulations is not None and all(map(is_baseline, opponents)):
         raise ValueError("opponent simulations apply to agent opponents (a model SPEC); none "
                          f"of {opponents} is one (mcts:N names its own rollouts)")
@@ -81,13 +90,16 @@ def measure_agent(agent: Agent, *, against: list[str], oracle: str | None, games
             emit(note)
     me = search_player(agent.search_fn, agent.params, sims)
     for name in opponents:
-        opponent, opening_plies = _opponent(agent, name, opponent_simulations, metrics, emit)
+        opponent, plies = _opponent(agent, name, opponent_simulations, metrics, emit)
+        plies = plies if opening_plies is None else opening_plies
         with arena_bar(name, games, progress) as tick:
             result = play_arena(agent.env, me, opponent, key=key, num_games=games,
-                                opening_plies=opening_plies, progress=tick)
+                                opening_plies=plies, progress=tick)
         metrics.update(arena_metrics(name, result))
+        metrics[f"eval/vs_{name}/opening_plies"] = plies
+        openings = f"; {plies} paired random opening plies" if plies else ""
         emit(f"vs {name:>10}: {result}  (Elo difference "
-             f"{elo_difference(result.score):+.0f})")
+             f"{elo_difference(result.score):+.0f}{openings})")
     return metrics, lines
 
 
@@ -122,18 +134,18 @@ def _measure_oracle(agent: Agent, sims: int, key: jax.Array, oracle: str,
 
 def _opponent(agent: Agent, name: str, opponent_simulations: int | None,
               metrics: dict[str, Any], emit: Callable[[str], None]) -> tuple[Player, int]:
-    """(the player of opponent `name`, the arena's random opening plies). An agent opponent
-    plays greedy search from paired openings (two greedy searches would replay two games);
-    its simulations go into `metrics` and a line."""
+    """(the player of opponent `name`, the arena's paired random opening plies:
+    `arena_opening_plies`). An agent opponent plays greedy search; its simulations go into
+    `metrics` and a line."""
     if is_baseline(name):
-        return make_opponent(agent.env, name), 0
+        return make_opponent(agent.env, name), arena_opening_plies(name)
     other = Agent.load(name)
     if other.env.name != agent.env.name:
         raise ValueError(f"{name} plays {other.env.name}, not {agent.env.name}")
     other_sims = other.search_simulations(opponent_simulations)
     metrics[f"eval/vs_{name}/simulations"] = other_sims
     emit(f"opponent {name}: {other!r}, searching with {other_sims} simulations")
-    return search_player(other.search_fn, other.params, other_sims), PAIRED_OPENING_PLIES
+    return search_player(other.search_fn, other.params, other_sims), arena_opening_plies(name)
 
 
 PROGRESS_LINE_EVERY_S = 10.0
@@ -191,7 +203,8 @@ def evaluate_agent(spec: str, *, against: list[str], oracle: str | None, games: 
                    oracle_positions: int | None = None,
                    report: Callable[[str], None] | None = None,
                    overrides: list[str] | None = None, progress: bool = False,
-                   opponent_simulations: int | None = None) -> list[str]:
+                   opponent_simulations: int | None = None,
+                   opening_plies: int | None = None) -> list[str]:
     """`azjax eval SPEC`: loads the agent at `spec` and runs `measure_agent` on it.
 
     Args:
@@ -199,7 +212,7 @@ def evaluate_agent(spec: str, *, against: list[str], oracle: str | None, games: 
       overrides: ``KEY=VALUE`` changes to how the evaluated agent searches
         (`Agent.with_search`); reported in the first line.
       against, oracle, games, num_simulations, seed, oracle_positions, report, progress,
-        opponent_simulations: as in `measure_agent`.
+        opponent_simulations, opening_plies: as in `measure_agent`.
 
     Returns:
       The printed lines.
@@ -212,5 +225,6 @@ def evaluate_agent(spec: str, *, against: list[str], oracle: str | None, games: 
     _, lines = measure_agent(agent, against=against, oracle=oracle, games=games,
                              num_simulations=num_simulations, seed=seed,
                              oracle_positions=oracle_positions, report=report,
-                             progress=progress, opponent_simulations=opponent_simulations)
+                             progress=progress, opponent_simulations=opponent_simulations,
+                             opening_plies=opening_plies)
     return header + lines

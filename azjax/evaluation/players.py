@@ -16,11 +16,12 @@ import jax.numpy as jnp
 from azjax.config import parse_baseline
 from azjax.core.search import masked_logits
 from azjax.evaluation import alphabeta, baselines
+from azjax.evaluation.arena import PAIRED_OPENING_PLIES
 from azjax.evaluation.baselines import Player
 from envs.core import Env, GameState
 
-__all__ = ["SEARCHING_BASELINES", "is_baseline", "make_opponent", "network_player",
-           "search_player"]
+__all__ = ["SEARCHING_BASELINES", "arena_opening_plies", "is_baseline", "make_opponent",
+           "network_player", "search_player"]
 
 SEARCHING_BASELINES = ("mcts:", "alphabeta:")
 """Name prefixes of the baselines that search (mcts:N, alphabeta:D): costly per move."""
@@ -30,6 +31,20 @@ def is_baseline(name: str) -> bool:
     """Whether `make_opponent` plays `name` (random, greedy, mcts:N, alphabeta:D); else it is
     an agent's spec (a game id, run dir or model dir)."""
     return name in ("random", "greedy") or name.startswith(SEARCHING_BASELINES)
+
+
+def arena_opening_plies(name: str) -> int:
+    """The paired random opening plies of an arena of greedy search against opponent `name`.
+
+    `PAIRED_OPENING_PLIES` against agents (a spec) and alpha-beta (alphabeta:D): their moves
+    are fixed by the position (alpha-beta's seeded tie-break only picks among moves of exactly
+    equal value), so from the start position two such players replay a handful of games
+    however many are asked for, and a score over them counts far fewer independent games than
+    it seems to. 0 against random, greedy and mcts:N, which sample their moves.
+    """
+    if is_baseline(name) and not name.startswith("alphabeta:"):
+        return 0
+    return PAIRED_OPENING_PLIES
 
 
 def make_opponent(env: Env, name: str) -> Player:

@@ -481,6 +481,9 @@ def run_ladder(
         raise ValueError(f"games_per_pair must be even and >= 2, got {games_per_pair}")
     if max_snapshots < 2:
         raise ValueError(f"max_snapshots must be >= 2, got {max_snapshots}")
+    if anchors is not None and opening_plies != anchors.opening_plies:
+        raise ValueError(f"the anchor table was measured from {anchors.opening_plies} opening "
+                         f"plies; a ladder on it plays the same, not {opening_plies}")
     fixed = dict(anchors.ratings) if anchors is not None else {}
     baseline_names = list(dict.fromkeys(["random", *fixed, *baselines]))
     loaded = [load_model(d) for d in _snapshot_dirs(run_dir, max_snapshots)]
