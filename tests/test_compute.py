@@ -13,7 +13,13 @@ import envs
 from azjax.config import BudgetConfig
 from azjax.core.learner import Learner
 from azjax.core.network import init_network
-from azjax.training.compute import ComputeTotals, FlopCosts, forward_flops_per_evaluation
+from azjax.training.compute import (
+    ComputeTotals,
+    FlopCosts,
+    costs_from_counts,
+    flop_costs,
+    forward_flops_per_evaluation,
+)
 from azjax.training.loop import train
 from azjax.training.metrics import read_metrics
 
@@ -65,6 +71,34 @@ def test_forward_flops_per_evaluation_match_a_hand_count_of_the_mlp():
                              jax.random.PRNGKey(0))
     weights = sum(int(leaf.size) for leaf in jax.tree.leaves(variables) if leaf.ndim == 2)
     assert 2 * weights <= flops <= 2 * weights + 40 * (inputs + 64)
+
+
+def test_an_update_counted_below_one_forward_pass_per_sample_is_counted_as_three():
+    # XLA:GPU leaves an update's cuBLAS matmuls out of its count: a connect-four update step
+    # on an H200 counted 0.11 forward passes per sample, the same step on a CPU 2.98
+    low = costs_from_counts(3.3e6, 3.3e6, update_flops=0.36e6 * 4096, batch=4096)
+    assert (low.trained_sample_source, low.per_trained_sample) == \
+        ("3x forward (XLA undercounted)", pytest.approx(9.9e6))
+    kept = costs_from_counts(3.3e6, 3.3e6, update_flops=9.95e6 * 4096, batch=4096)
+    assert (kept.trained_sample_source, kept.per_trained_sample) == \
+        ("cost_analysis", pytest.approx(9.95e6))
+    missing = costs_from_counts(3.3e6, 3.3e6, update_flops=0.0, batch=4096)
+    assert (missing.trained_sample_source, missing.per_trained_sample) == \
+        ("3x forward", pytest.approx(9.9e6))
+
+
+def test_a_symmetry_averaged_search_checks_the_update_against_one_plain_forward_pass():
+    env = envs.make("tic_tac_toe")  # 8 symmetries: one evaluation is 8 forward passes
+    config = dataclasses.replace(CONFIG, search=dataclasses.replace(
+        CONFIG.search, symmetry_average=True))
+    plain = forward_flops_per_evaluation(env, CONFIG)
+    batch = config.train.batch_size
+    costs = flop_costs(env, config, update_flops=2.5 * plain * batch)
+    assert costs.per_evaluation == pytest.approx(8 * plain, rel=0.05)
+    assert (costs.trained_sample_source, costs.per_trained_sample) == \
+        ("cost_analysis", pytest.approx(2.5 * plain))
+    assert flop_costs(env, config, update_flops=0.5 * plain * batch).per_trained_sample == \
+        pytest.approx(3 * plain, rel=0.05)
 
 
 def test_playout_cap_steps_count_their_fast_simulations():

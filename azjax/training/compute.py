@@ -24,11 +24,11 @@ import jax
 
 from azjax.config import ExperimentConfig
 from azjax.core.network import count_flops, init_network, make_network
-from azjax.core.search import symmetry_averaged_apply
+from azjax.core.search import symmetry_averaged_apply, symmetry_permutations
 from envs.core import Env
 
-__all__ = ["ComputeTotals", "FlopCosts", "flop_costs", "forward_flops_per_evaluation",
-           "iteration_flops"]
+__all__ = ["ComputeTotals", "FlopCosts", "costs_from_counts", "flop_costs",
+           "forward_flops_per_evaluation", "iteration_flops"]
 
 EVALUATIONS = "/network_evaluations"  # the suffix of a part's evaluation count
 FORWARD_BATCH = 256  # a realistic batch: XLA's count at batch 1 can misreport
@@ -42,8 +42,10 @@ class FlopCosts:
       per_evaluation: FLOPs of one network evaluation on the search's path (its matmul dtype,
         symmetry averaging if on; no material head).
       per_trained_sample: FLOPs of one update step / `train.batch_size`.
-      trained_sample_source: "cost_analysis" (one compiled update step), or "3x forward" when
-        XLA's analysis reported nothing.
+      trained_sample_source: "cost_analysis" (one compiled update step); "3x forward" when
+        XLA's analysis reported nothing; "3x forward (XLA undercounted)" when it reported less
+        than one forward pass per sample, which no update can cost (XLA:GPU leaves the
+        update's cuBLAS matmuls out of its count).
       train_batch: `train.batch_size`.
     """
 
@@ -73,12 +75,31 @@ def forward_flops_per_evaluation(env: Env, config: ExperimentConfig,
 
 
 def flop_costs(env: Env, config: ExperimentConfig, update_flops: float) -> FlopCosts:
-    """The run's `FlopCosts`, from `update_flops` (`Learner.update_flops`)."""
+    """The run's `FlopCosts`, from `update_flops` (`Learner.update_flops`).
+
+    A trained sample costs a forward and a backward pass, so XLA's count is kept only when it
+    is at least one forward pass per sample; else the sample is counted as 3 forward passes.
+    """
     forward = forward_flops_per_evaluation(env, config)
-    batch = config.train.batch_size
-    if update_flops > 0:
-        return FlopCosts(forward, update_flops / batch, "cost_analysis", batch)
-    return FlopCosts(forward, 3.0 * forward, "3x forward", batch)
+    copies = len(symmetry_permutations(env)) if config.search.symmetry_average else 1
+    return costs_from_counts(forward, forward / copies, update_flops, config.train.batch_size)
+
+
+def costs_from_counts(per_evaluation: float, forward: float, update_flops: float,
+                      batch: int) -> FlopCosts:
+    """`FlopCosts` from XLA's counts, checked as `flop_costs` says.
+
+    Args:
+      per_evaluation: FLOPs of one evaluation as the search runs it.
+      forward: FLOPs of one plain forward pass of one observation (`per_evaluation` over the
+        symmetric copies the search averages, if it does).
+      update_flops: one update step's FLOPs (0.0: XLA reported none); batch: its samples.
+    """
+    if update_flops <= 0:
+        return FlopCosts(per_evaluation, 3.0 * forward, "3x forward", batch)
+    if update_flops / batch < forward:
+        return FlopCosts(per_evaluation, 3.0 * forward, "3x forward (XLA undercounted)", batch)
+    return FlopCosts(per_evaluation, update_flops / batch, "cost_analysis", batch)
 
 
 def iteration_flops(metrics: dict[str, Any], costs: FlopCosts) -> dict[str, float]:
