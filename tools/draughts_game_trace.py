@@ -1,11 +1,13 @@
 """How a draughts agent's games against a baseline go: material, draw counter and search value.
 
     python tools/draughts_game_trace.py draughts --against mcts:1000 --games 8 \
-        --simulations 1024 --seed 1 [--every 6] [--save games.npz]
+        --simulations 1024 --seed 1 [--opening-plies 2] [--every 6] [--save games.npz]
 
 The agent plays one colour in every game (White for an odd seed, Black for an even one), move by
 move in a host loop over a batch of games, so the traces can be kept; `azjax eval` plays the
-same match faster inside one compiled loop, but keeps only the results. Per game it prints the
+same match faster inside one compiled loop, but keeps only the results. Each game may open with
+uniformly random plies (`--opening-plies`, as arenas against alpha-beta do: two deterministic
+players would otherwise replay the same game in every slot). Per game it prints the
 result, the length, the final material and the whole game's material balance seen from the agent
 (men 1, kings 1.5) every `--every` plies, with the draw counter and the agent's search value.
 What such traces show for the shipped model is in docs/results.md ("Draughts").
@@ -36,11 +38,13 @@ def _boards(env, states, games: int) -> np.ndarray:
     return np.stack([env.board(jax.tree.map(lambda x, g=g: x[g], states)) for g in range(games)])
 
 
-def play(agent: Agent, opponent_name: str, games: int, simulations: int, seed: int) -> dict:
-    """Plays the games; returns per-ply arrays [T, B], the final boards [B, 32] and the
-    agent's result per game [B]."""
+def play(agent: Agent, opponent_name: str, games: int, simulations: int, seed: int,
+         opening_plies: int = 0) -> dict:
+    """Plays the games, each opening with `opening_plies` uniformly random plies; returns
+    per-ply arrays [T, B], the final boards [B, 32] and the agent's result per game [B]."""
     env = agent.env
     opponent = jax.jit(make_opponent(env, opponent_name))
+    random_player = jax.jit(make_opponent(env, "random"))
     step = jax.jit(jax.vmap(env.step))
     me = seed % 2  # White (player 1) for odd seeds, Black for even ones
     key = jax.random.PRNGKey(seed)
@@ -57,6 +61,8 @@ def play(agent: Agent, opponent_name: str, games: int, simulations: int, seed: i
         theirs = np.asarray(opponent(k_opponent, states))
         mover = np.asarray(states.current_player)
         action = np.where(mover == me, np.asarray(out.action), theirs)
+        if ply < opening_plies:
+            action = np.asarray(random_player(k_opponent, states))
         trace["board"].append(_boards(env, states, games))
         trace["player"].append(np.where(done, -1, mover))
         trace["counter"].append(np.asarray(states.counter))
@@ -103,6 +109,8 @@ def main() -> None:
     parser.add_argument("--games", type=int, default=8)
     parser.add_argument("--simulations", type=int, default=None)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--opening-plies", type=int, default=0,
+                        help="uniformly random plies opening each game")
     parser.add_argument("--every", type=int, default=6, help="plies between balance readings")
     parser.add_argument("--save", default=None, help="write the traces to this .npz")
     args = parser.parse_args()
@@ -110,7 +118,7 @@ def main() -> None:
     if agent.env.name != "draughts":
         raise SystemExit(f"{args.agent} plays {agent.env.name}; this trace reads draughts boards")
     trace = play(agent, args.against, args.games, agent.search_simulations(args.simulations),
-                 args.seed)
+                 args.seed, args.opening_plies)
     report(trace, args.every)
     if args.save:
         np.savez(args.save, **trace)
