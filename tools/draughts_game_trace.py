@@ -58,11 +58,12 @@ def play(agent: Agent, opponent_name: str, games: int, simulations: int, seed: i
             break
         k_agent, k_opponent = jax.random.split(jax.random.fold_in(key, ply))
         out = agent.search_output(k_agent, states, num_simulations=simulations)
-        theirs = np.asarray(opponent(k_opponent, states))
         mover = np.asarray(states.current_player)
-        action = np.where(mover == me, np.asarray(out.action), theirs)
-        if ply < opening_plies:
+        if ply < opening_plies:  # the opponent's search would be thrown away: skip it
             action = np.asarray(random_player(k_opponent, states))
+        else:
+            theirs = np.asarray(opponent(k_opponent, states))
+            action = np.where(mover == me, np.asarray(out.action), theirs)
         trace["board"].append(_boards(env, states, games))
         trace["player"].append(np.where(done, -1, mover))
         trace["counter"].append(np.asarray(states.counter))

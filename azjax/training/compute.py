@@ -95,11 +95,10 @@ def costs_from_counts(per_evaluation: float, forward: float, update_flops: float
         symmetric copies the search averages, if it does).
       update_flops: one update step's FLOPs (0.0: XLA reported none); batch: its samples.
     """
-    if update_flops <= 0:
-        return FlopCosts(per_evaluation, 3.0 * forward, "3x forward", batch)
-    if update_flops / batch < forward:
-        return FlopCosts(per_evaluation, 3.0 * forward, "3x forward (XLA undercounted)", batch)
-    return FlopCosts(per_evaluation, update_flops / batch, "cost_analysis", batch)
+    if update_flops / batch >= forward:
+        return FlopCosts(per_evaluation, update_flops / batch, "cost_analysis", batch)
+    source = "3x forward" if update_flops <= 0 else "3x forward (XLA undercounted)"
+    return FlopCosts(per_evaluation, 3.0 * forward, source, batch)
 
 
 def iteration_flops(metrics: dict[str, Any], costs: FlopCosts) -> dict[str, float]:
