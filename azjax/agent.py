@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-import envs
+from azjax import envs
 from azjax.config import (
     ConfigError,
     ExperimentConfig,
@@ -30,7 +30,7 @@ from azjax.config import (
 from azjax.core.network import make_network
 from azjax.core.search import SearchOutput, make_network_search, masked_logits
 from azjax.model_files import CheckpointError, load_model, snapshot_dirs
-from envs.core import Env
+from azjax.envs.core import Env
 
 __all__ = ["MODELS_DIR", "Agent", "default_simulations", "resolve_model_dir", "states_from_moves"]
 

@@ -140,7 +140,7 @@ class SearchConfig:
     gumbel's usual choice, `by_parent_and_siblings` puct's, `by_min_max` rescales by the game's
     value range [-1, 1]."""
     play_forced_moves: bool = False
-    """Plays every position with a single legal move at once (`envs.forced`), so tree nodes
+    """Plays every position with a single legal move at once (`azjax.envs.forced`), so tree nodes
     and self-play positions are decisions only; draughts' forced captures and hops then cost
     no simulation."""
     matmul_dtype: Literal["float32", "bfloat16"] = "float32"
@@ -514,7 +514,7 @@ def game_from_mapping(value: Any) -> Any:
     (`envs.game_spec`); any other value as it is."""
     if not isinstance(value, dict):
         return value
-    import envs  # late import: envs imports jax
+    from azjax import envs  # late import: envs imports jax
 
     if set(value) - {"import", "kwargs"} or not isinstance(value.get("import"), str):
         raise ConfigError(f"game: a mapping names a game of your own as {{import: "
@@ -541,8 +541,7 @@ def config_from_dict(data: dict[str, Any]) -> ExperimentConfig:
 def with_game_dir(config: ExperimentConfig) -> ExperimentConfig:
     """`config` with `game_dir` set to the directory its game's module was found in, when the
     game comes from an import path outside the installed packages (else as it is)."""
-    import envs
-
+    from azjax import envs
     found = envs.game_dir(config.game)
     return dataclasses.replace(config, game_dir=found) if found and (
         found != config.game_dir) else config
@@ -556,8 +555,7 @@ def locate_game(data: dict[str, Any], directories: tuple[str | Path, ...]) -> di
     Raises:
       ConfigError: `game: <why the game cannot be made>`.
     """
-    import envs
-
+    from azjax import envs
     if not isinstance(data, dict) or not isinstance(data.get("game", ""), (str, dict)):
         return data
     data = {**data, "game": game_from_mapping(data.get("game", ExperimentConfig.game))}
@@ -698,7 +696,7 @@ def _require(condition: bool, key: str, message: str) -> None:
 
 def _validate(config: ExperimentConfig) -> None:
     """Raises ConfigError naming the first key of `config` that cannot be used."""
-    import envs  # late import: envs imports jax
+    from azjax import envs  # late import: envs imports jax
 
     try:
         env = envs.make(config.game, search_dirs=(config.game_dir,) if config.game_dir else ())

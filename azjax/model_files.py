@@ -114,7 +114,7 @@ def load_model(directory: str | Path) -> tuple[Any, ExperimentConfig, dict[str, 
     Raises:
       CheckpointError: naming the directory and what is missing or corrupt.
     """
-    import envs
+    from azjax import envs
     from azjax.core.network import init_network  # late: keeps this module light
 
     directory = Path(directory)

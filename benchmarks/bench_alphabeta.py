@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-import envs
+from azjax import envs
 from azjax.evaluation.alphabeta import AlphaBetaConfig, alphabeta_player, alphabeta_search
 from azjax.evaluation.baselines import random_player
 from azjax.training.metrics import machine_description

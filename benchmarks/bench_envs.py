@@ -26,7 +26,7 @@ import jax
 import jax.numpy as jnp
 import pgx
 
-import envs
+from azjax import envs
 from azjax.evaluation.baselines import random_legal_actions
 from azjax.training.metrics import machine_description
 

@@ -20,7 +20,7 @@ import time
 import jax
 import numpy as np
 
-import envs
+from azjax import envs
 from azjax.config import load_config
 from azjax.core.learner import Learner
 from azjax.core.placement import make_mesh, updates_on_one_device

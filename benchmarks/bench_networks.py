@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-import envs
+from azjax import envs
 from azjax.config import NetworkConfig
 from azjax.core.network import count_flops, init_network, make_network
 

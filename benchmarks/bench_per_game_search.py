@@ -16,7 +16,7 @@ import time
 
 import jax
 
-import envs
+from azjax import envs
 from azjax.config import load_config
 from azjax.core.network import init_network, make_network
 from azjax.core.search import make_search

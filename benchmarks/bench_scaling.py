@@ -40,7 +40,7 @@ def worker(args: argparse.Namespace) -> None:
         initialize_distributed(args.coordinator, 2, args.process_id)
     import jax
 
-    import envs
+    from azjax import envs
     from azjax.config import load_config
     from azjax.core.learner import Learner
     from azjax.core.placement import make_mesh, mesh_description, replicate

@@ -25,7 +25,7 @@ import jax
 import mctx
 import numpy as np
 
-import envs
+from azjax import envs
 from azjax.config import NetworkConfig
 from azjax.core.network import init_network, make_network
 from azjax.core.policies import gumbel_muzero_search, muzero_search

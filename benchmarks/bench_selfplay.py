@@ -36,7 +36,7 @@ import jax.numpy as jnp
 import mctx
 import pgx
 
-import envs
+from azjax import envs
 from azjax.config import ExperimentConfig, load_config
 from azjax.core.network import count_flops, init_network, make_network
 from azjax.core.search import make_search, qtransform_from_name

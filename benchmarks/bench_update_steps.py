@@ -16,7 +16,7 @@ import time
 import jax
 import jax.numpy as jnp
 
-import envs
+from azjax import envs
 from azjax.config import load_config
 from azjax.core import replay as replay_lib
 from azjax.core.learner import Learner

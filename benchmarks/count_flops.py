@@ -13,7 +13,7 @@ import argparse
 
 import jax
 
-import envs
+from azjax import envs
 from azjax.config import load_config
 from azjax.core.learner import Learner
 from azjax.core.network import init_network

@@ -25,7 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from envs import BoardView, Cell, Env
+from azjax.envs import BoardView, Cell, Env
 
 __all__ = ["COLS", "MOVES", "ROWS", "Hexapawn", "State", "square_name"]
 

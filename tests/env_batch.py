@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from envs.core import Env
+from azjax.envs.core import Env
 
 __all__ = [
     "NO_MOVE", "bfs_layers", "longest_game", "pad_moves", "record_trajectories", "replay",

@@ -1,6 +1,6 @@
-"""Plain-Python reference rules for English draughts, used to check `envs/draughts.py`.
+"""Plain-Python reference rules for English draughts, used to check `azjax/envs/draughts.py`.
 
-Written from the rules text, sharing no code, table or representation with `envs/`: no jax, no
+Written from the rules text, sharing no code, table or representation with `azjax/envs/`: no jax, no
 numpy, the board an 8x8 grid of letters, whole moves (capture sequences) found by a depth-first
 search at the start of each turn. The rules:
 

@@ -1,6 +1,6 @@
-"""Plain-Python reference rules for tic-tac-toe and connect four, used to check `envs/`.
+"""Plain-Python reference rules for tic-tac-toe and connect four, used to check `azjax/envs/`.
 
-Written from the rules of the games, sharing no code, table or representation with `envs/`:
+Written from the rules of the games, sharing no code, table or representation with `azjax/envs/`:
 no jax, no numpy, boards as lists, wins found by walking from the stone just played. One object
 is one game; `play` mutates it. The conventions checked against the envs:
 

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-import envs
+from azjax import envs
 from azjax import Agent
 from azjax.agent import states_from_moves
 from azjax.apps.cli import app

@@ -13,7 +13,7 @@ import pyspiel
 import pytest
 from open_spiel.python.algorithms import minimax as spiel_minimax
 
-import envs
+from azjax import envs
 from azjax.evaluation.alphabeta import (
     AlphaBetaConfig,
     alphabeta_player,
@@ -24,8 +24,8 @@ from azjax.evaluation.alphabeta import (
 from azjax.evaluation.arena import ArenaResult, run_arena
 from azjax.evaluation.baselines import random_player
 from azjax.evaluation.players import is_baseline, make_opponent
-from envs.core import jitted_step, play_moves
-from envs.draughts import Draughts, openspiel_to_action
+from azjax.envs.core import jitted_step, play_moves
+from azjax.envs.draughts import Draughts, openspiel_to_action
 
 DRAUGHTS = envs.make("draughts")
 C4 = envs.make("connect_four")
@@ -282,7 +282,7 @@ def test_config_refuses_a_bad_depth():
 
 
 @pytest.mark.parametrize("doc, weights", [
-    ("docs/games/draughts.md", "envs.draughts"), ("docs/envs.md", "envs.connect_four")])
+    ("docs/games/draughts.md", "azjax.envs.draughts"), ("docs/envs.md", "azjax.envs.connect_four")])
 def test_documented_weights_are_the_code(doc, weights):
     """The evaluation's weights define the anchor: the docs' table is the code's."""
     import dataclasses
@@ -308,7 +308,7 @@ class _BadHeuristic(type(TTT)):
 
 
 def test_check_env_refuses_a_heuristic_outside_the_results():
-    from envs.conformance import check_env
+    from azjax.envs.conformance import check_env
 
     with pytest.raises(AssertionError, match="heuristic_value must lie strictly inside"):
         check_env(_BadHeuristic())

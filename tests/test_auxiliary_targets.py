@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from conftest import tiny_config
 
-import envs
+from azjax import envs
 from azjax.config import ConfigError, NetworkConfig, ReplayConfig, SelfPlayConfig, TrainConfig
 from azjax.core.learner import Learner, _augment
 from azjax.core.losses import alphazero_loss

@@ -10,7 +10,7 @@ import numpy as np
 import pyspiel
 import pytest
 
-import envs
+from azjax import envs
 from azjax.evaluation.arena import play_arena
 from azjax.evaluation.baselines import (
     greedy_player,
@@ -18,7 +18,7 @@ from azjax.evaluation.baselines import (
     random_legal_actions,
     random_player,
 )
-from envs.tic_tac_toe import TicTacToe
+from azjax.envs.tic_tac_toe import TicTacToe
 
 C4 = envs.make("connect_four")
 TTT = envs.make("tic_tac_toe")

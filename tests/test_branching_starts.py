@@ -8,7 +8,7 @@ import jax
 import numpy as np
 from conftest import tiny_config
 
-import envs
+from azjax import envs
 from azjax.config import BudgetConfig, EvalConfig, SelfPlayConfig
 from azjax.core.learner import Learner
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from conftest import TINY_RUN_CONFIG
 
-import envs
+from azjax import envs
 from azjax.config import BudgetConfig
 from azjax.core.learner import Learner
 from azjax.core.network import init_network

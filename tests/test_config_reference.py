@@ -128,8 +128,7 @@ def test_type_default_meaning_and_resume_rule_on_the_page(key):
 
 
 def test_the_game_row_names_every_registered_game():
-    import envs
-
+    from azjax import envs
     assert [g for g in envs.available() if f"`{g}`" not in ROWS["game"]["valid values"]] == []
 
 

@@ -7,9 +7,9 @@ import dataclasses
 import jax.numpy as jnp
 import pytest
 
-import envs
-from envs.connect_four import ConnectFour
-from envs.tic_tac_toe import TicTacToe
+from azjax import envs
+from azjax.envs.connect_four import ConnectFour
+from azjax.envs.tic_tac_toe import TicTacToe
 
 
 @pytest.mark.parametrize("game_id", envs.available())
@@ -117,7 +117,7 @@ def test_check_env_catches_a_broken_env(broken, complaint):
     ("draughts_tactics", {"random_start", "material"}),
 ])
 def test_supports_names_the_optional_methods_a_game_implements(game_id, supported):
-    from envs.forced import ForcedMovesPlayed
+    from azjax.envs.forced import ForcedMovesPlayed
 
     env = envs.make(game_id)
     for wrapped in (env, ForcedMovesPlayed(env)):  # the wrapper forwards both

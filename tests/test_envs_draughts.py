@@ -14,9 +14,9 @@ import pyspiel
 import pytest
 from reference_draughts import COORDS_OF, SQUARE_OF, RefDraughts
 
-import envs
-from envs.core import random_positions
-from envs.draughts import Draughts, action_to_openspiel, openspiel_to_action
+from azjax import envs
+from azjax.envs.core import random_positions
+from azjax.envs.draughts import Draughts, action_to_openspiel, openspiel_to_action
 
 ENV = envs.make("draughts")
 FORTY = Draughts(draw_rule="forty_move")
@@ -295,8 +295,8 @@ def test_render_shows_pdn_squares_pieces_and_status():
 def test_material_counts_men_and_kings_per_player():
     """`material` (the material head's target): (men + 1.5 kings) / 12 by player id, Black
     (player 0) first; checked on random positions against counts read off their FEN text."""
-    from envs.core import random_positions
-    from envs.forced import forced_moves_played
+    from azjax.envs.core import random_positions
+    from azjax.envs.forced import forced_moves_played
 
     np.testing.assert_allclose(ENV.material(ENV.init(None)), [1.0, 1.0])
     np.testing.assert_allclose(ENV.material(ENV.from_fen("B:W18,K24,K27:B12")), [1 / 12, 4 / 12])
@@ -386,7 +386,7 @@ def test_random_starts_are_live_endings_the_reference_agrees_on():
     """`random_start`: 1-6 pieces a side on distinct squares, no man on its crowning row, kings
     and men both drawn, either player to move, a counter below half the draw limit, no capture
     in progress, a live position whose legal hops the plain-Python reference derives too."""
-    from envs.draughts import RANDOM_START_MAX_PIECES
+    from azjax.envs.draughts import RANDOM_START_MAX_PIECES
 
     starts = jax.jit(jax.vmap(ENV.random_start))(jax.random.split(jax.random.PRNGKey(3), 200))
     movers, kings, men = set(), 0, 0

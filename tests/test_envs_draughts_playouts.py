@@ -24,8 +24,8 @@ import pyspiel
 import pytest
 from reference_draughts import SQUARE_OF, RefDraughts
 
-import envs
-from envs.draughts import Draughts, action_to_openspiel, openspiel_to_action
+from azjax import envs
+from azjax.envs.draughts import Draughts, action_to_openspiel, openspiel_to_action
 
 NUM_GAMES = 5000
 LANES = 1000  # games played back to back in each of 1,000 lockstep lanes

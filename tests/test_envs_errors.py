@@ -6,9 +6,7 @@ import re
 
 import pytest
 
-import envs
-
-
+from azjax import envs
 def test_unknown_game_lists_the_available_games():
     with pytest.raises(ValueError, match="chess") as info:
         envs.make("chess")

@@ -1,4 +1,4 @@
-"""Forced moves played at once (`envs.forced`): the same games, decisions only, right signs."""
+"""Forced moves played at once (`azjax.envs.forced`): the same games, decisions only, right signs."""
 
 from __future__ import annotations
 
@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 from test_search import NET, _uniform_variables
 
-import envs
+from azjax import envs
 from azjax.config import SearchConfig
 from azjax.core.network import make_network
 from azjax.core.search import make_recurrent_fn, make_search
-from envs.core import jitted_step
-from envs.forced import ForcedMovesPlayed, forced_moves_played, is_forced
+from azjax.envs.core import jitted_step
+from azjax.envs.forced import ForcedMovesPlayed, forced_moves_played, is_forced
 
 DRAUGHTS = envs.make("draughts")
 FORCED = forced_moves_played(DRAUGHTS)

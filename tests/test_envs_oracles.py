@@ -16,8 +16,7 @@ import pytest
 from conftest import ORACLES
 from env_batch import longest_game, pad_moves, replay
 
-import envs
-
+from azjax import envs
 SOURCES = {
     "tic_tac_toe": (sorted((ORACLES / "tictactoe").glob("*.jsonl")), 0),
     "connect_four": (sorted((ORACLES / "connect4").glob("*.jsonl")), 1),

@@ -18,8 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from reference_games import make_reference
 
-import envs
-
+from azjax import envs
 GAMES = ("tic_tac_toe", "connect_four")
 
 

@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import envs
+from azjax import envs
 from azjax.evaluation.arena import (
     ArenaResult,
     arena_devices,

@@ -13,8 +13,7 @@ import numpy as np
 import pytest
 from conftest import REPO_ROOT
 
-import envs
-
+from azjax import envs
 EXAMPLES = REPO_ROOT / "examples"
 ORACLE_FILE = EXAMPLES / "hexapawn_oracle" / "positions.jsonl"
 sys.path.insert(0, str(EXAMPLES))  # the example is a user's module, not part of azjax

@@ -182,8 +182,7 @@ def test_anchor_table_round_trip_and_an_anchored_ladder(tiny_run, tmp_path):
 
 
 def test_an_anchor_table_of_another_version_or_game_is_refused(tmp_path):
-    import envs
-
+    from azjax import envs
     table = AnchorTable(game="tic_tac_toe", ratings={"random": 0.0}, intervals={},
                         engine=99, evaluation="terminal-only", games_per_pair=2,
                         opening_plies=2)
@@ -225,8 +224,7 @@ def test_the_shipped_draughts_anchor_table_fits_its_matches_and_this_engine():
     of the matches it records."""
     from conftest import REPO_ROOT
 
-    import envs
-
+    from azjax import envs
     table = load_anchors(REPO_ROOT / "azjax" / "data" / "anchors" / "draughts.json")
     table.check(envs.make("draughts"))
     names = list(table.ratings)

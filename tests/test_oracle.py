@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from conftest import ORACLES
 
-import envs
+from azjax import envs
 from azjax.evaluation.baselines import greedy_player, random_player
 from azjax.evaluation.oracle import (
     OracleFormatError,

@@ -35,7 +35,7 @@ _FOUR_DEVICE_SCRIPT = textwrap.dedent("""
     sys.path.insert(0, "tests")
     import jax, numpy as np
     from conftest import tiny_config
-    import envs
+    from azjax import envs
     from azjax.config import ConfigError
     from azjax.core.placement import make_mesh
     from azjax.core.learner import Learner

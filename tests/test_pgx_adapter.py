@@ -9,7 +9,7 @@ import numpy as np
 import pgx
 from conftest import tiny_config
 
-import envs
+from azjax import envs
 from azjax.config import NetworkConfig, SearchConfig, SelfPlayConfig
 from azjax.core.learner import Learner
 

@@ -14,12 +14,12 @@ from play_server import HUMAN_JUMP_LINE, PlayServer
 from typer.testing import CliRunner
 from user_game_module import Pile
 
-import envs
+from azjax import envs
 from azjax.apps.cli import app
 from azjax.apps.serve import GameService
 from azjax.apps.terminal import parse_start, play_terminal
 from azjax.apps.turns import top_moves, untrained_agent
-from envs.core import winner_of
+from azjax.envs.core import winner_of
 
 # The CLI would switch this process's compilation cache to ~/.cache; keep the tests' one.
 RUNNER = CliRunner(env={"AZJAX_COMPILATION_CACHE": str(REPO_ROOT / ".jax_cache")})
@@ -132,7 +132,7 @@ def take_away_agent():
 
 
 def test_a_game_from_this_module_is_played_in_the_terminal_with_the_defaults(take_away_agent):
-    """`TakeAway` (below, not in envs/) overrides none of the notation: the terminal types
+    """`TakeAway` (below, not in azjax/envs/) overrides none of the notation: the terminal types
     action ids, lists the legal ones, names players 0 and 1, renders the board view."""
     agent = take_away_agent
     first_lines = ["2", "?"]  # then "0" (take one stone: legal until the end)

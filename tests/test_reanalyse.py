@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from conftest import tiny_config
 
-import envs
+from azjax import envs
 from azjax.config import (
     BudgetConfig,
     CheckpointConfig,

@@ -105,7 +105,7 @@ def test_resume_ends_with_the_same_parameters_as_no_stop(straight_run, tmp_path)
 
 
 def test_each_compiled_function_traces_once():
-    learner = Learner(__import__("envs").make(CONFIG.game), CONFIG)
+    learner = Learner(__import__("azjax.envs", fromlist=["make"]).make(CONFIG.game), CONFIG)
     chex.clear_trace_counter()
     learner.selfplay_step = jax.jit(chex.assert_max_traces(learner._selfplay_and_add, n=1),
                                     donate_argnums=(0,))
@@ -119,7 +119,7 @@ def test_each_compiled_function_traces_once():
 
 
 def test_ahead_of_time_compiled_steps_run_the_same_iteration():
-    learner = Learner(__import__("envs").make(CONFIG.game), CONFIG)
+    learner = Learner(__import__("azjax.envs", fromlist=["make"]).make(CONFIG.game), CONFIG)
     run = learner.init_state(jax.random.PRNGKey(0))
     learner.compile(run)
     assert not hasattr(learner.selfplay_step, "lower")  # now an executable, not a jit
@@ -131,7 +131,7 @@ def test_updates_scanned_in_one_call_equal_the_loop_of_one_step_calls():
     """`train.updates_per_call`: the same K keys, so the same batches and the same parameters
     (to float rounding) as K calls of one step; a grouping that does not divide K is refused."""
     config = tiny_config(train=dataclasses.replace(tiny_config().train, updates_per_iteration=6))
-    env = __import__("envs").make(config.game)
+    env = __import__("azjax.envs", fromlist=["make"]).make(config.game)
     results = []
     for per_call in (1, 3):
         cfg = dataclasses.replace(config, train=dataclasses.replace(config.train,
@@ -442,7 +442,7 @@ def test_gating_keeps_selfplay_on_the_best_params(tmp_path):
     config = _with_budget(dataclasses.replace(
         CONFIG, eval=dataclasses.replace(CONFIG.eval, gating=True, gating_games=8,
                                          gating_threshold=0.0)), 2)
-    learner = Learner(__import__("envs").make(config.game), config)
+    learner = Learner(__import__("azjax.envs", fromlist=["make"]).make(config.game), config)
     run = learner.init_state(jax.random.PRNGKey(0))
     start = jax.tree.map(np.asarray, run.selfplay_params)
     run, _ = learner.iteration(run, jax.random.PRNGKey(1))

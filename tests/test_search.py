@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from toy_games import RaceToThree
 
-import envs
+from azjax import envs
 from azjax.config import NetworkConfig, SearchConfig
 from azjax.core.network import init_network, make_network
 from azjax.core.search import (

@@ -1,6 +1,6 @@
 """`search.material_utility`: the search maximises outcome + weight x final material difference.
 
-Draughts positions by FEN (`envs.draughts`), a network whose every weight is zero except the
+Draughts positions by FEN (`azjax.envs.draughts`), a network whose every weight is zero except the
 material head's output bias, so its value is 0 and its material prediction a chosen constant.
 """
 

@@ -10,11 +10,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import envs
+from azjax import envs
 from azjax.config import NetworkConfig, SearchConfig
 from azjax.core.network import init_network, make_network
 from azjax.core.search import make_search, symmetry_averaged_apply, symmetry_permutations
-from envs.core import random_positions
+from azjax.envs.core import random_positions
 
 NET = NetworkConfig(kind="mlp", hidden=(16,), material_head=False)
 GAMES = ["tic_tac_toe", "connect_four", "draughts"]

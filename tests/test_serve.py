@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from play_server import AI_JUMP_LINE, HUMAN_JUMP_LINE
 
-import envs
+from azjax import envs
 from azjax.apps.terminal import parse_start
-from envs.core import jitted_step
+from azjax.envs.core import jitted_step
 
 
 def _actions(game: str, line: str) -> list[int]:

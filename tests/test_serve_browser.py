@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import envs
+from azjax import envs
 from azjax.apps.serve import SIMULATIONS
 
 OPENING = (3, 2, 4)  # the human's first columns (0-based), before the picture

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from conftest import tiny_config
 
-import envs
+from azjax import envs
 from azjax.core.network import init_network, make_network
 from azjax.core.search import make_search
 from azjax.core.selfplay import init_selfplay, make_selfplay

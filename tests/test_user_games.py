@@ -1,4 +1,4 @@
-"""A game of your own, from a module outside `envs/` (tests/user_game_module.py): named in a
+"""A game of your own, from a module outside `azjax/envs/` (tests/user_game_module.py): named in a
 config by its import path, it trains through `azjax train`, exports, reloads by `Agent.load`
 from another working directory, plays through `azjax play` over a pipe and answers
 `azjax serve`'s JSON API; every bad game gets one error line, exit status 2 and an untouched
@@ -20,7 +20,7 @@ from conftest import REPO_ROOT
 from play_server import PlayServer
 from typer.testing import CliRunner
 
-import envs
+from azjax import envs
 from azjax.apps.cli import app
 from azjax.config import config_from_dict, config_to_dict, load_config
 

@@ -1,4 +1,4 @@
-"""A game defined outside `envs/`, as a user's own module, for tests/test_user_games.py.
+"""A game defined outside `azjax/envs/`, as a user's own module, for tests/test_user_games.py.
 
 `Pile` is a pile of stones: a move takes 1 to `max_take` (actions 0, 1, ...), never more than
 are left; whoever takes the last stone wins. `TheGame` is the pile with moves typed as numbers
@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from envs.core import BoardView, Cell, Env
+from azjax.envs.core import BoardView, Cell, Env
 
 
 @struct.dataclass

@@ -29,10 +29,10 @@ from typing import Any
 import jax
 import numpy as np
 
-import envs
+from azjax import envs
 from azjax.agent import Agent
 from azjax.apps.turns import ai_turn, is_done, load_play_agent, model_label
-from envs.core import Env, positions_along, winner_of
+from azjax.envs.core import Env, positions_along, winner_of
 
 __all__ = ["GAMES", "SIMULATIONS", "ApiError", "GameService", "create_app", "run_server",
            "serve_service"]

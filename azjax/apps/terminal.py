@@ -18,7 +18,7 @@ import jax.numpy as jnp
 
 from azjax.agent import Agent
 from azjax.apps.turns import ai_turn, describe_turn, is_done, model_label
-from envs.core import jitted_step, winner_of
+from azjax.envs.core import jitted_step, winner_of
 
 __all__ = ["parse_start", "play_terminal"]
 

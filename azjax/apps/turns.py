@@ -3,7 +3,7 @@
 Host-side helpers around one game at a time (batch 1): load an agent for a game even before
 its model is shipped, play the AI's whole turn (several actions only for a draughts
 multi-jump) and describe it. What a game looks like to people (notation, names, boards) is the
-env's own (`envs.core.Env`), so a new game needs nothing here.
+env's own (`azjax.envs.core.Env`), so a new game needs nothing here.
 
 Games without a shipped model (`azjax/models/<game>/` absent) are played by an *untrained*
 network (a small MLP with seeded random weights) searching the real rules: it plays legal,
@@ -21,11 +21,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-import envs
+from azjax import envs
 from azjax.agent import MODELS_DIR, Agent
 from azjax.config import ExperimentConfig, NetworkConfig, SearchConfig
 from azjax.core.network import init_network
-from envs.core import Env, jitted_step
+from azjax.envs.core import Env, jitted_step
 
 __all__ = [
     "UNTRAINED_NETWORK",

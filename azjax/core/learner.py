@@ -44,7 +44,7 @@ from azjax.core.selfplay import (
 )
 from azjax.core.targets import AuxiliaryTargets
 from azjax.core.types import Positions
-from envs.core import Env
+from azjax.envs.core import Env
 
 __all__ = ["Learner", "RunState", "TrainState", "make_optimizer", "reanalysed_per_update",
            "stores_states"]

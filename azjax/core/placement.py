@@ -39,7 +39,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec, SingleDeviceShardin
 from azjax.config import ConfigError, ExperimentConfig, SelfPlayConfig
 from azjax.core.selfplay import SelfPlayFn, SelfPlayState, SelfPlayStats, make_selfplay
 from azjax.core.targets import NO_AUXILIARY_TARGETS, AuxiliaryTargets
-from envs.core import Env
+from azjax.envs.core import Env
 
 if TYPE_CHECKING:  # for annotations only: the learner imports this module
     from azjax.core.learner import RunState

@@ -36,8 +36,8 @@ from flax import struct
 from azjax.config import NetworkConfig, SearchConfig
 from azjax.core.network import ApplyFn, make_network
 from azjax.core.policies import gumbel_muzero_search, muzero_search
-from envs.core import Env, material_lead
-from envs.forced import forced_moves_played
+from azjax.envs.core import Env, material_lead
+from azjax.envs.forced import forced_moves_played
 
 __all__ = [
     "SearchOutput",

@@ -30,7 +30,7 @@ from azjax.core.targets import (
     emit_positions,
 )
 from azjax.core.types import Positions
-from envs.core import Env
+from azjax.envs.core import Env
 
 __all__ = [
     "SelfPlayFn",

@@ -24,7 +24,7 @@ import jax.numpy as jnp
 
 from azjax.config import ExperimentConfig
 from azjax.core.types import Positions, struct_with_late_fields
-from envs.core import material_lead
+from azjax.envs.core import material_lead
 
 __all__ = [
     "NO_AUXILIARY_TARGETS",

@@ -40,7 +40,7 @@ from azjax.evaluation.players import (
     network_player,
     search_player,
 )
-from envs.core import Env, GameState
+from azjax.envs.core import Env, GameState
 
 __all__ = ["PERFECT_RAW_ERROR", "Evaluator", "arenas_due", "is_perfect"]
 

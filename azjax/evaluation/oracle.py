@@ -25,10 +25,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-import envs
+from azjax import envs
 from azjax.evaluation.baselines import Player
 from azjax.evaluation.hashing import derive_key, hash_choice, hash_seeds
-from envs.core import Env, GameState, tree_select
+from azjax.envs.core import Env, GameState, tree_select
 
 __all__ = [
     "DEFAULT_ORACLE_ROOT",

@@ -18,7 +18,7 @@ from azjax.core.search import masked_logits
 from azjax.evaluation import alphabeta, baselines
 from azjax.evaluation.arena import PAIRED_OPENING_PLIES
 from azjax.evaluation.baselines import Player
-from envs.core import Env, GameState
+from azjax.envs.core import Env, GameState
 
 __all__ = ["SEARCHING_BASELINES", "arena_opening_plies", "is_baseline", "make_opponent",
            "network_player", "search_player"]

@@ -25,7 +25,7 @@ import jax
 from azjax.config import ExperimentConfig
 from azjax.core.network import count_flops, init_network, make_network
 from azjax.core.search import symmetry_averaged_apply, symmetry_permutations
-from envs.core import Env
+from azjax.envs.core import Env
 
 __all__ = ["ComputeTotals", "FlopCosts", "costs_from_counts", "flop_costs",
            "forward_flops_per_evaluation", "iteration_flops"]

@@ -41,7 +41,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-import envs
+from azjax import envs
 from azjax.agent import default_simulations
 from azjax.core.search import make_network_search
 from azjax.evaluation.arena import PAIRED_OPENING_PLIES, ArenaResult, run_arena

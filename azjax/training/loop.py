@@ -36,7 +36,7 @@ import numpy as np
 import yaml
 from tqdm.auto import tqdm
 
-import envs
+from azjax import envs
 from azjax.config import (
     RESUME_FIXED_KEYS,
     RESUME_FREE_KEYS,

@@ -47,7 +47,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from envs.core import BoardView, Cell, Env, jitted_step, status_line, tree_select
+from azjax.envs.core import BoardView, Cell, Env, jitted_step, status_line, tree_select
 
 __all__ = ["EVAL_WEIGHTS", "Draughts", "EvalWeights", "State", "action_to_openspiel",
            "openspiel_to_action"]

@@ -1,13 +1,13 @@
 """Pure-functional two-player board games for azjax (jit- and vmap-able).
 
 `make(spec)` gives a game: a registered id, `pgx:<id>`, an import path `module:Class` or an
-entry point of the `azjax.games` group (`envs.registry`); `register(id, factory)` adds an id,
+entry point of the `azjax.games` group (`azjax.envs.registry`); `register(id, factory)` adds an id,
 `from_pgx` wraps a pgx game, `check_env` tests a game against the contract of `Env`
-(`envs/core.py`).
+(`azjax/envs/core.py`).
 """
 
-from envs.conformance import check_env
-from envs.core import (
+from azjax.envs.conformance import check_env
+from azjax.envs.core import (
     BoardView,
     Cell,
     Env,
@@ -17,8 +17,8 @@ from envs.core import (
     random_positions,
     winner_of,
 )
-from envs.pgx_adapter import from_pgx
-from envs.registry import ENTRY_POINT_GROUP, available, game_dir, game_spec, make, register
+from azjax.envs.pgx_adapter import from_pgx
+from azjax.envs.registry import ENTRY_POINT_GROUP, available, game_dir, game_spec, make, register
 
 __all__ = [
     "ENTRY_POINT_GROUP",

@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from envs.core import BoardView, Cell, Env, status_line
+from azjax.envs.core import BoardView, Cell, Env, status_line
 
 __all__ = ["State", "TicTacToe"]
 

@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from envs.core import Env
+from azjax.envs.core import Env
 
 __all__ = ["PgxEnv", "from_pgx"]
 

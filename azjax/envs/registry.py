@@ -28,10 +28,10 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from envs.connect_four import ConnectFour
-from envs.core import Env
-from envs.draughts import Draughts
-from envs.tic_tac_toe import TicTacToe
+from azjax.envs.connect_four import ConnectFour
+from azjax.envs.core import Env
+from azjax.envs.draughts import Draughts
+from azjax.envs.tic_tac_toe import TicTacToe
 
 __all__ = ["ENTRY_POINT_GROUP", "available", "game_dir", "game_spec", "make", "register"]
 
@@ -176,7 +176,7 @@ _PGX_GAME_LENGTHS = {"tic_tac_toe": 9, "connect_four": 42, "othello": 130}
 
 
 def _make_pgx(pgx_id: str) -> Env:
-    from envs.pgx_adapter import from_pgx
+    from azjax.envs.pgx_adapter import from_pgx
 
     try:
         import pgx
@@ -331,8 +331,8 @@ def _build(obj: Any, kwargs: dict[str, Any], label: str) -> Env:
 
 
 def _failed_check(error: BaseException) -> str:
-    """The innermost public check of `envs.conformance` the error passed through."""
-    from envs import conformance
+    """The innermost public check of `azjax.envs.conformance` the error passed through."""
+    from azjax.envs import conformance
 
     names = []
     traceback = error.__traceback__
@@ -346,7 +346,7 @@ def _failed_check(error: BaseException) -> str:
 
 def _checked(env: Env, spec: str) -> Env:
     """`env` once it passes `check_env`."""
-    from envs.conformance import check_env
+    from azjax.envs.conformance import check_env
 
     try:
         check_env(env)

@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from envs.core import BoardView, Env, GameState
+from azjax.envs.core import BoardView, Env, GameState
 
 __all__ = ["check_env", "check_finished_games_stay", "check_human_interface",
            "check_initial_state", "check_random_play", "check_search_evaluation"]

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 import jax
 import jax.numpy as jnp
 
-from envs.core import BoardView, Env, GameState, tree_select
+from azjax.envs.core import BoardView, Env, GameState, tree_select
 
 __all__ = ["ForcedMovesPlayed", "forced_moves_played", "is_forced", "play_forced_moves"]
 
