@@ -26,11 +26,12 @@ from azjax.config import (
     apply_overrides,
     config_from_saved,
     config_to_dict,
+    resolve_simulations,
 )
 from azjax.core.network import make_network
 from azjax.core.search import SearchOutput, make_network_search, masked_logits
-from azjax.model_files import CheckpointError, load_model, snapshot_dirs
 from azjax.envs.core import Env
+from azjax.model_files import CheckpointError, load_model, snapshot_dirs
 
 __all__ = ["MODELS_DIR", "Agent", "default_simulations", "resolve_model_dir", "states_from_moves"]
 
@@ -45,9 +46,9 @@ def default_simulations(config: ExperimentConfig) -> int:
       config: the run's config.
 
     Returns:
-      `eval.num_simulations`, else (0) `search.num_simulations`.
+      `eval.num_simulations`, else (0) `search.num_simulations` (`resolve_simulations`).
     """
-    return int(config.eval.num_simulations or config.search.num_simulations)
+    return resolve_simulations(config.eval.num_simulations, config.search)
 
 
 def resolve_model_dir(spec: str | Path) -> Path:

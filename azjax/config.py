@@ -22,19 +22,23 @@ from typing import Any, Literal
 import yaml
 
 __all__ = [
+    "BASELINES",
+    "DROPPED_KEYS",
     "RESUME_FIXED_KEYS",
     "RESUME_FREE_KEYS",
+    "BaselineKind",
     "BudgetConfig",
     "CheckpointConfig",
     "ConfigError",
     "EvalConfig",
     "ExperimentConfig",
     "NetworkConfig",
-    "ReanalyseConfig",
     "ReplayConfig",
     "SearchConfig",
     "SelfPlayConfig",
     "TrainConfig",
+    "baseline_forms",
+    "baseline_kind",
     "config_from_dict",
     "config_from_saved",
     "config_to_dict",
@@ -46,6 +50,7 @@ __all__ = [
     "parse_baseline",
     "parse_override",
     "read_config_data",
+    "resolve_simulations",
     "with_game_dir",
 ]
 
@@ -59,9 +64,9 @@ class NetworkConfig:
     """The policy-value network: its kind and sizes (`azjax.core.network`)."""
 
     kind: Literal["resnet", "resmlp", "mlp"] = "resnet"
-    """The trunk: `resnet` (AlphaZero's tower of 3x3-conv residual blocks), `resmlp` (residual
-    blocks of dense layers over the flattened board; plain matmuls, fast on CPUs) or `mlp`
-    (plain dense layers)."""
+    """The trunk (`azjax.core.network.BODIES`): `resnet` (AlphaZero's tower of 3x3-conv residual
+    blocks), `resmlp` (residual blocks of dense layers over the flattened board; plain matmuls,
+    fast on CPUs) or `mlp` (plain dense layers)."""
     channels: int = 32
     """resnet: channels of the stem and of every residual block. Valid: > 0."""
     blocks: int = 4
@@ -92,17 +97,6 @@ class NetworkConfig:
     the value target is 0. Weighted by train.material_loss_weight; the search reads it only
     through search.material_utility. Valid: true only for a game that counts material
     (draughts)."""
-    reply_policy_head: bool = False
-    """Adds a policy head, trained only, that predicts the search policy of the next position
-    of the same game: the opponent's reply in an alternating game (KataGo's opponent-policy
-    target), whoever moves there. An auxiliary target, more to learn from each position;
-    weighted by train.reply_policy_loss_weight. The search never runs it."""
-    short_value_head: bool = False
-    """Adds a value head, trained only, on a short-horizon value target: an exponentially
-    weighted average of the search values of the position and of the next ones of its game,
-    the result closing it (KataGo's short-term value; horizon selfplay.short_value_horizon).
-    Less noisy than the game's result; weighted by train.short_value_loss_weight. The search
-    never runs it."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -146,7 +140,8 @@ class SearchConfig:
     matmul_dtype: Literal["float32", "bfloat16"] = "float32"
     """Precision of the search's network evaluations: `bfloat16` multiplies the trunk's dense
     layers in bfloat16, accumulating in float32, heads in float32 (`azjax.core.network`):
-    ~1.5x faster forward passes on a CPU with AVX512-BF16. Training always runs in float32."""
+    faster forward passes on a CPU with AVX512-BF16 (docs/benchmarks.md). Training always runs
+    in float32."""
     contempt: float = 0.0
     """Draw aversion for play against weaker opponents: the search scores a draw as -contempt
     for the player to move at its root (+contempt for the other), at finished games and, with
@@ -176,6 +171,23 @@ class SearchConfig:
     missed still gets searched; 1 = the network's own prior. Valid: > 0."""
 
 
+def resolve_simulations(count: int | None, search: SearchConfig) -> int:
+    """The simulations a search runs when asked for `count`.
+
+    The one reading of "0 (or None) = the search's own count", for every simulations setting
+    that defers to `search.num_simulations` (`eval.num_simulations`) and for a search call
+    that names no count.
+
+    Args:
+      count: the asked count; 0 or None for the default.
+      search: the search section whose `num_simulations` is the default.
+
+    Returns:
+      `count`, or `search.num_simulations` when `count` is 0 or None.
+    """
+    return int(count) if count else int(search.num_simulations)
+
+
 @dataclasses.dataclass(frozen=True)
 class SelfPlayConfig:
     """Self-play: the games each iteration plays in lockstep and the targets they give."""
@@ -203,13 +215,6 @@ class SelfPlayConfig:
     """Share of games that start from the game's random start positions instead of its initial
     one (draughts: random endings, `Draughts.random_start`), with no random opening moves.
     Valid: in [0, 1]."""
-    random_start_source: Literal["env", "replay"] = "env"
-    """Where a random start (random_start_prob) comes from: `env`, the game's own
-    (`Env.random_start`); `replay`, a position drawn uniformly from the replay window (KataGo's
-    branching starts), so positions real games reach are played on more often; any game has
-    them. Before the buffer holds a position, games start ordinarily. Each position of the
-    buffer then also stores its env state (bytes per position in docs/training.md). One device
-    only."""
     symmetries: bool = True
     """Augments every training sample with a random symmetry of the game (`Env.symmetries`)
     when a batch is drawn."""
@@ -228,11 +233,6 @@ class SelfPlayConfig:
     """Each game draws its randomness from its own index and is searched alone (a vmap of
     batch-1 searches): the games, and so the whole run, are then the same on any number of
     devices. Off (faster, docs/scaling.md), device d of D uses the key fold_in(key, d)."""
-    short_value_horizon: float = 6.0
-    """With network.short_value_head, the horizon h of its target: a position's own search
-    value weighs 1/h, each later position's (1 - 1/h) times the one before it, and the game's
-    result takes the weight left at its end; about h - 1 plies ahead on average, 1 = the
-    position's own search value. Valid: >= 1."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -248,26 +248,6 @@ class ReplayConfig:
     window_growth: int = 0
     """With window_start > 0, the window grows by this many positions per iteration, up to the
     capacity. Valid: >= 0."""
-
-
-@dataclasses.dataclass(frozen=True)
-class ReanalyseConfig:
-    """Reanalysis (MuZero Reanalyse): positions already in the replay buffer searched again with
-    the current network, their policy and value targets refreshed in the buffer."""
-
-    fraction: float = 0.0
-    """Share of each update's batch that is reanalysed: before an iteration's K updates, K x
-    round(fraction x train.batch_size) positions drawn uniformly from the replay window are
-    searched (without root noise) in one call and their targets written back; update k trains
-    on the k-th group of them plus uniform draws for the rest of its batch. Each position of
-    the buffer then also stores its env state and outcome. 0 = off. One device only.
-    Valid: in [0, 1]; above 0, fraction x train.batch_size rounds to >= 1."""
-    num_simulations: int = 0
-    """Simulations of a reanalysis search; 0 = search.num_simulations. Valid: >= 0."""
-    value_weight: float = -1.0
-    """The refreshed value target: (1 - w) x the game's outcome + w x the fresh search value;
-    -1 = selfplay.search_value_weight. Positions with no known outcome keep no value target.
-    Valid: -1, or in [0, 1]."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -308,12 +288,6 @@ class TrainConfig:
     material_loss_weight: float = 0.5
     """Weight of the material head's mean squared error, with network.material_head.
     Valid: >= 0; > 0 with network.material_head."""
-    reply_policy_loss_weight: float = 0.15
-    """Weight of the reply-policy head's cross-entropy, with network.reply_policy_head
-    (KataGo used 0.15). Valid: >= 0; > 0 with network.reply_policy_head."""
-    short_value_loss_weight: float = 0.5
-    """Weight of the short-value head's mean squared error, with network.short_value_head.
-    Valid: >= 0; > 0 with network.short_value_head."""
     max_grad_norm: float = 0.0
     """Clips the gradient to this global norm; 0 = no clipping. Valid: >= 0."""
     min_replay_size: int = 0
@@ -424,7 +398,6 @@ class ExperimentConfig:
     selfplay: SelfPlayConfig = SelfPlayConfig()
     replay: ReplayConfig = ReplayConfig()
     train: TrainConfig = TrainConfig()
-    reanalyse: ReanalyseConfig = ReanalyseConfig()
     eval: EvalConfig = EvalConfig()
     budget: BudgetConfig = BudgetConfig()
     checkpoint: CheckpointConfig = CheckpointConfig()
@@ -500,6 +473,9 @@ def _from_dict(cls: type, data: dict[str, Any], prefix: str = "") -> Any:
     hints = typing.get_type_hints(cls)
     names = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(data) - names)
+    if unknown and _dropped_feature(prefix + unknown[0]):
+        raise ConfigError(f"config key {prefix + unknown[0]}: "
+                          f"{_dropped_feature(prefix + unknown[0])} is not part of azjax")
     if unknown:
         raise ConfigError(
             f"unknown config key {prefix + unknown[0]!r}; known keys under "
@@ -569,12 +545,68 @@ def locate_game(data: dict[str, Any], directories: tuple[str | Path, ...]) -> di
     return {**data, "game_dir": found} if found else data
 
 
+# Keys that configs saved by runs and models may hold but azjax does not have, each as
+# "section.key": (the value that leaves its feature off, or None when every value does; the
+# feature). `config_from_saved` drops such a key at that value and refuses one that turned its
+# feature on; `config_from_dict` names the feature when a config file sets one.
+DROPPED_KEYS: dict[str, tuple[Any, str]] = {
+    "reanalyse.fraction": (0.0, "reanalysis"),
+    "reanalyse.num_simulations": (None, "reanalysis"),
+    "reanalyse.value_weight": (None, "reanalysis"),
+    "network.reply_policy_head": (False, "the reply-policy head"),
+    "network.short_value_head": (False, "the short-value head"),
+    "train.reply_policy_loss_weight": (None, "the reply-policy head"),
+    "train.short_value_loss_weight": (None, "the short-value head"),
+    "selfplay.short_value_horizon": (None, "the short-value head"),
+    "selfplay.random_start_source": ("env", "starting games from replay positions (branching "
+                                            "starts)"),
+}
+
+
+def _dropped_feature(key: str) -> str | None:
+    """The feature of `DROPPED_KEYS` that `key` ("section.key", or a section) belonged to."""
+    for dropped, (_, feature) in DROPPED_KEYS.items():
+        if key in (dropped, dropped.split(".")[0]):
+            return feature
+    return None
+
+
+def _without_dropped_keys(data: dict[str, Any]) -> dict[str, Any]:
+    """`data` without the `DROPPED_KEYS` it holds at their off values; a section that is not
+    one of `ExperimentConfig`'s goes too once empty.
+
+    Raises:
+      ConfigError: `config key <key>: ...`, for a dropped key whose feature was on.
+    """
+    data = dict(data)
+    sections = {f.name for f in dataclasses.fields(ExperimentConfig)}
+    for key, (off, feature) in DROPPED_KEYS.items():
+        section, name = key.split(".")
+        values = data.get(section)
+        if not isinstance(values, dict) or name not in values:
+            continue
+        if off is not None and values[name] != off:
+            raise ConfigError(f"config key {key}: {feature} is not part of azjax; a run or "
+                              f"model that uses it cannot be loaded")
+        data[section] = {k: v for k, v in values.items() if k != name}
+        if not data[section] and section not in sections:
+            del data[section]
+    return data
+
+
 def config_from_saved(data: dict[str, Any]) -> ExperimentConfig:
     """`config_from_dict` for a config saved in a run dir or model: keys added to the config
-    since take the value that reproduces what was saved, not today's default."""
+    since take the value that reproduces what was saved, not today's default, and keys azjax
+    does not have (`DROPPED_KEYS`) are dropped while their feature is off.
+
+    Raises:
+      ConfigError: a config that cannot be used, or one that turned a dropped feature on.
+    """
     if isinstance(data, dict) and isinstance(data.get("network"), dict):
         # Saved before `network.head_norm` existed: heads without the normalisation.
         data = {**data, "network": {"head_norm": False, **data["network"]}}
+    if isinstance(data, dict):
+        data = _without_dropped_keys(data)
     return config_from_dict(data)
 
 
@@ -664,29 +696,75 @@ def load_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -
     return config_from_dict(locate_game(data, (Path(path).resolve().parent,)))
 
 
-# ---- validation ----------------------------------------------------------------------------------
+# ---- baseline opponents -------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class BaselineKind:
+    """How a kind of baseline opponent (`BASELINES`) is named and how arenas treat it.
+
+    Attributes:
+      count: what the count after its colon must be (`mcts:100`), for errors; "" for a kind
+        named alone (`random`).
+      letter: the count's placeholder in help and errors (`mcts:N`).
+      example: a count for the errors' example.
+      searches: it searches at every move, so training's evaluation gives it an arena of its
+        own (in a shared arena its search would run in every game).
+      fixed_moves: its move is fixed by the position, so arenas against it open from paired
+        random plies (`azjax.evaluation.players.arena_opening_plies`).
+    """
+
+    count: str = ""
+    letter: str = ""
+    example: int = 0
+    searches: bool = False
+    fixed_moves: bool = False
+
+
+# The baseline opponents by name: what `eval.opponents`, `azjax eval --against` and the ladder
+# accept. `azjax.evaluation.players` builds each kind's player from the same names.
+BASELINES: dict[str, BaselineKind] = {
+    "random": BaselineKind(),
+    "greedy": BaselineKind(),
+    "mcts": BaselineKind("a positive simulation count", "N", 100, searches=True),
+    "alphabeta": BaselineKind("a depth of at least 1 whole move", "D", 6, searches=True,
+                              fixed_moves=True),
+}
+
+
+def baseline_forms() -> tuple[str, ...]:
+    """How each baseline's name is written, in `BASELINES`' order: `random`, `mcts:N`, ..."""
+    return tuple(f"{kind}:{entry.letter}" if entry.count else kind
+                 for kind, entry in BASELINES.items())
+
+
+def baseline_kind(name: str) -> str | None:
+    """The kind of baseline a name asks for (the part before any colon), None when it names
+    none; its count is not checked (`parse_baseline`)."""
+    kind = name.partition(":")[0]
+    return kind if kind in BASELINES else None
 
 
 def parse_baseline(name: str) -> tuple[str, int]:
     """A baseline opponent's name as (kind, count): ``random`` and ``greedy`` -> (name, 0),
-    ``mcts:N`` -> ("mcts", N simulations), ``alphabeta:D`` -> ("alphabeta", D whole moves).
+    ``mcts:N`` -> ("mcts", N simulations), ``alphabeta:D`` -> ("alphabeta", D whole moves);
+    the kinds and their counts are `BASELINES`'.
 
     Raises:
       ValueError: a name of no baseline, or a count that is not a positive integer.
     """
-    if name in ("random", "greedy"):
-        return name, 0
-    kind, _, count = name.partition(":")
-    if kind == "mcts" and not (count.isdigit() and int(count) >= 1):
-        raise ValueError(f"mcts opponent needs a positive simulation count, e.g. mcts:100; "
+    kind, colon, count = name.partition(":")
+    entry = BASELINES.get(kind)
+    if entry is None or (colon and not entry.count):
+        *others, last = baseline_forms()
+        raise ValueError(f"unknown opponent {name!r}: use {', '.join(others)} or {last}")
+    if entry.count and not (count.isdigit() and int(count) >= 1):
+        raise ValueError(f"{kind} opponent needs {entry.count}, e.g. {kind}:{entry.example}; "
                          f"got {name!r}")
-    if kind == "alphabeta" and not (count.isdigit() and int(count) >= 1):
-        raise ValueError(f"alphabeta opponent needs a depth of at least 1 whole move, e.g. "
-                         f"alphabeta:6; got {name!r}")
-    if kind not in ("mcts", "alphabeta"):
-        raise ValueError(f"unknown opponent {name!r}: use random, greedy, mcts:N or "
-                         f"alphabeta:D")
-    return kind, int(count)
+    return kind, int(count) if entry.count else 0
+
+
+# ---- validation ----------------------------------------------------------------------------------
 
 
 def _require(condition: bool, key: str, message: str) -> None:
@@ -707,9 +785,7 @@ def _validate(config: ExperimentConfig) -> None:
     _validate_selfplay(config.selfplay, config.search)
     _validate_replay(config.replay, config.train)
     _validate_train(config.train, config.replay)
-    _validate_reanalyse(config.reanalyse, config.train)
     _validate_material_head(config, env)
-    _validate_auxiliary_heads(config)
     _validate_eval(config.eval)
     _require(config.checkpoint.every_iterations >= 1, "checkpoint.every_iterations", ">= 1")
     _require(config.checkpoint.keep >= 1, "checkpoint.keep", "must be >= 1")
@@ -760,7 +836,6 @@ def _validate_selfplay(play: SelfPlayConfig, search: SearchConfig) -> None:
     _require(play.random_opening_prob == 0 or play.random_opening_max_moves >= 1,
              "selfplay.random_opening_max_moves", "must be >= 1 when random_opening_prob > 0")
     _require(play.temperature_moves >= 0, "selfplay.temperature_moves", "must be >= 0")
-    _require(play.short_value_horizon >= 1.0, "selfplay.short_value_horizon", "must be >= 1")
 
 
 def _validate_replay(replay: ReplayConfig, train: TrainConfig) -> None:
@@ -791,22 +866,7 @@ def _validate_train(train: TrainConfig, replay: ReplayConfig) -> None:
     _require(0.0 <= train.momentum < 1.0, "train.momentum", "in [0, 1)")
     _require(train.value_loss_weight >= 0, "train.value_loss_weight", "must be >= 0")
     _require(train.material_loss_weight >= 0, "train.material_loss_weight", "must be >= 0")
-    _require(train.reply_policy_loss_weight >= 0, "train.reply_policy_loss_weight",
-             "must be >= 0")
-    _require(train.short_value_loss_weight >= 0, "train.short_value_loss_weight",
-             "must be >= 0")
     _require(train.max_grad_norm >= 0, "train.max_grad_norm", "must be >= 0 (0 = off)")
-
-
-def _validate_reanalyse(reanalyse: ReanalyseConfig, train: TrainConfig) -> None:
-    _require(0.0 <= reanalyse.fraction <= 1.0, "reanalyse.fraction", "in [0, 1]")
-    _require(reanalyse.fraction == 0 or round(reanalyse.fraction * train.batch_size) >= 1,
-             "reanalyse.fraction", f"x train.batch_size ({train.batch_size}) rounds to 0 "
-             "positions per update")
-    _require(reanalyse.num_simulations >= 0, "reanalyse.num_simulations",
-             "must be >= 0 (0 = search.num_simulations)")
-    _require(reanalyse.value_weight == -1.0 or 0.0 <= reanalyse.value_weight <= 1.0,
-             "reanalyse.value_weight", "-1 (= selfplay.search_value_weight) or in [0, 1]")
 
 
 def _validate_material_head(config: ExperimentConfig, env: Any) -> None:
@@ -817,17 +877,6 @@ def _validate_material_head(config: ExperimentConfig, env: Any) -> None:
              "must be > 0 with network.material_head (else the head never trains)")
     _require(env.supports("material"), "network.material_head",
              f"{config.game} has no material count (Env.material)")
-
-
-def _validate_auxiliary_heads(config: ExperimentConfig) -> None:
-    """Each auxiliary head needs a weight that trains it."""
-    net, train = config.network, config.train
-    _require(not net.reply_policy_head or train.reply_policy_loss_weight > 0,
-             "train.reply_policy_loss_weight",
-             "must be > 0 with network.reply_policy_head (else the head never trains)")
-    _require(not net.short_value_head or train.short_value_loss_weight > 0,
-             "train.short_value_loss_weight",
-             "must be > 0 with network.short_value_head (else the head never trains)")
 
 
 def _validate_eval(evaluation: EvalConfig) -> None:

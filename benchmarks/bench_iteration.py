@@ -1,6 +1,6 @@
 """Where a training iteration's time goes: the self-play chunk against the K update steps.
 
-Builds the `Learner` of each config (the same compiled functions `azjax train` runs), then
+Builds the `Trainer` of each config (the same compiled functions `azjax train` runs), then
 times its self-play chunk (B games x T steps, adding to the replay buffer) and its update step
 (one optimizer step on a sampled batch, `train.updates_per_call` of them per compiled call),
 and scales the update by the config's `train.updates_per_iteration`. Self-play: median of
@@ -22,9 +22,9 @@ import numpy as np
 
 from azjax import envs
 from azjax.config import load_config
-from azjax.core.learner import Learner
-from azjax.core.placement import make_mesh, updates_on_one_device
+from azjax.core.layout import make_mesh, updates_on_one_device
 from azjax.training.metrics import machine_description
+from azjax.training.trainer import Trainer
 
 DEFAULT_CONFIGS = ["experiments/draughts.yaml", "experiments/connect_four.yaml"]
 
@@ -35,22 +35,21 @@ def time_iteration(path: str, overrides: list[str], rounds: int, updates: int) -
     # Every device, laid out as `azjax train` lays them out (e.g. XLA_FLAGS=
     # --xla_force_host_platform_device_count=2: games on two, updates on the first).
     mesh = make_mesh()
-    learner = Learner(envs.make(config.game), config, mesh=mesh,
+    trainer = Trainer(envs.make(config.game), config, mesh=mesh,
                       updates_on_one_device=updates_on_one_device(mesh))
-    run = learner.init_state(jax.random.PRNGKey(config.seed))
-    learner.compile(run)
+    run = trainer.init_state(jax.random.PRNGKey(config.seed))
+    trainer.compile(run)
     key = jax.random.PRNGKey(1)
     chunk_s = []
     for i in range(rounds + 1):  # the first call warms up
         start = time.perf_counter()
-        run, _ = learner.selfplay_step(run, jax.random.fold_in(key, i))
+        run, _ = trainer.selfplay_step(run, jax.random.fold_in(key, i))
         jax.block_until_ready(run)
         chunk_s.append(time.perf_counter() - start)
-    window = np.int32(config.replay.capacity)
     train = run.train
-    # Calls as `Learner.iteration` makes them: train.updates_per_call steps each.
+    # Calls as `Trainer.iteration` makes them: train.updates_per_call steps each.
     per_call = config.train.updates_per_call
-    calls = learner._update_keys(jax.random.fold_in(key, 1000))
+    calls, window = trainer.update_inputs(jax.random.fold_in(key, 1000), config.replay.capacity)
     timed = max(1, updates // per_call)
     if len(calls) < timed + 1:
         raise SystemExit(f"--updates {updates}: more than the iteration's "
@@ -59,7 +58,7 @@ def time_iteration(path: str, overrides: list[str], rounds: int, updates: int) -
         if i == 1:
             jax.block_until_ready(train)
             start = time.perf_counter()
-        train, _ = learner.update_step(train, run.replay, call_keys, window)
+        train, _ = trainer.update_step(train, run.replay, call_keys, window)
     jax.block_until_ready(train)
     update_s = (time.perf_counter() - start) / (timed * per_call)
     positions = int(np.prod(run.selfplay.previous.player.shape))

@@ -1,7 +1,7 @@
 """Self-play throughput on 1, 2 and 4 forced CPU devices and with two processes (one device each).
 
 Each layout is a worker process (XLA_FLAGS must be set before JAX starts): it builds the
-`Learner` training uses, on a mesh over its devices (`azjax.core.placement`), compiles the self-play
+`Trainer` training uses, on a mesh over its devices (`azjax.core.layout`), compiles the self-play
 step (a chunk of T steps x B games + the replay add) and warms it up, then waits. The driver
 interleaves the layouts: every round times one chunk of each, in a rotating order, so that
 load from other processes falls on all of them alike; the table shows medians and their ratio
@@ -35,25 +35,24 @@ LAYOUTS = ("1 device", "2 devices", "4 devices", "2 processes")
 def worker(args: argparse.Namespace) -> None:
     """One layout: compile, warm up, then time one self-play chunk per `go` read on stdin."""
     if args.coordinator:
-        from azjax.core.placement import initialize_distributed
+        from azjax.core.layout import initialize_distributed
 
         initialize_distributed(args.coordinator, 2, args.process_id)
     import jax
 
     from azjax import envs
     from azjax.config import load_config
-    from azjax.core.learner import Learner
-    from azjax.core.placement import make_mesh, mesh_description, replicate
+    from azjax.core.layout import make_mesh, mesh_description
+    from azjax.training.trainer import Trainer
 
     config = load_config(args.config, args.set)
-    learner = Learner(envs.make(config.game), config, mesh=make_mesh())
-    run = learner.init_state(jax.random.PRNGKey(0))
-    key = lambda i: (replicate(learner.mesh, jax.random.PRNGKey(i)) if learner.mesh is not None
-                     else jax.random.PRNGKey(i))
+    trainer = Trainer(envs.make(config.game), config, mesh=make_mesh())
+    run = trainer.init_state(jax.random.PRNGKey(0))
+    key = jax.random.PRNGKey
     start = time.perf_counter()
-    learner.selfplay_step = learner.selfplay_step.lower(run, key(0)).compile()
+    trainer.compile(run)
     compile_s = time.perf_counter() - start
-    run, _ = learner.selfplay_step(run, key(1))  # warm-up
+    run, _ = trainer.selfplay_step(run, key(1))  # warm-up
     jax.block_until_ready(run)
     positions = int(run.selfplay.previous.player.size)  # T x B, global
     print("READY " + json.dumps({**mesh_description(), "compile_s": compile_s,
@@ -62,7 +61,7 @@ def worker(args: argparse.Namespace) -> None:
         if line.strip() != "go":
             break
         start = time.perf_counter()
-        run, _ = learner.selfplay_step(run, key(i))
+        run, _ = trainer.selfplay_step(run, key(i))
         jax.block_until_ready(run)
         print("RESULT " + json.dumps({"seconds": time.perf_counter() - start}), flush=True)
 

@@ -1,5 +1,5 @@
 """How to run the K update steps of an iteration: a Python loop over one jitted step (what
-`azjax.core.learner.Learner` does) or one jitted `lax.scan` over the K steps.
+`azjax.training.trainer.Trainer` does) or one jitted `lax.scan` over the K steps.
 
     python benchmarks/bench_update_steps.py [--config experiments/tic_tac_toe.yaml] [--rounds 5]
 
@@ -19,7 +19,7 @@ import jax.numpy as jnp
 from azjax import envs
 from azjax.config import load_config
 from azjax.core import replay as replay_lib
-from azjax.core.learner import Learner
+from azjax.training.trainer import Trainer
 
 
 def main() -> None:
@@ -29,22 +29,22 @@ def main() -> None:
     args = parser.parse_args()
 
     config = load_config(args.config)
-    learner = Learner(envs.make(config.game), config)
-    run = learner.init_state(jax.random.PRNGKey(0))
-    run, _ = learner.selfplay_step(run, jax.random.PRNGKey(1))
+    trainer = Trainer(envs.make(config.game), config)
+    run = trainer.init_state(jax.random.PRNGKey(0))
+    run, _ = trainer.selfplay_step(run, jax.random.PRNGKey(1))
     steps = config.train.updates_per_iteration
     window = replay_lib.window_size(config.replay, run.iteration)
     keys = jax.random.split(jax.random.PRNGKey(2), steps)
 
     def python_loop(train):
         for key in keys:
-            train, _ = learner.update_step(train, run.replay, key, window)
+            train, _ = trainer.update_step(train, run.replay, key, window)
         return train
 
     @jax.jit
     def scanned(train, replay, keys):
         def body(train, key):
-            return learner._update(train, replay, key, window)
+            return trainer.steps.update(train, replay, key, window)
 
         return jax.lax.scan(body, train, keys)[0]
 

@@ -15,9 +15,8 @@ import jax
 
 from azjax import envs
 from azjax.config import load_config
-from azjax.core.learner import Learner
 from azjax.core.network import init_network
-from azjax.training.compute import flop_costs
+from azjax.training.compute import flop_costs, update_flops
 
 
 def main() -> None:
@@ -32,7 +31,7 @@ def main() -> None:
         env = envs.make(config.game)
         variables = init_network(config.network, env.num_actions, env.observation_shape,
                                  jax.random.PRNGKey(0))
-        costs = flop_costs(env, config, Learner(env, config).update_flops())
+        costs = flop_costs(env, config, update_flops(env, config))
         params = sum(int(leaf.size) for leaf in jax.tree.leaves(variables))
         trained = f"{costs.per_trained_sample:,.0f}" + (
             "" if costs.trained_sample_source == "cost_analysis" else " (3x forward)")

@@ -1,4 +1,5 @@
-"""Shared test set-up: JAX's persistent compilation cache, so reruns skip most compile time."""
+"""Shared test set-up: JAX's persistent compilation cache in the checkout's `.jax_cache/`, so
+reruns skip most compile time, for the tests and for every `azjax` command they run."""
 
 from __future__ import annotations
 
@@ -7,13 +8,23 @@ from pathlib import Path
 
 import jax
 import pytest
+from hypothesis import settings
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 ORACLES = Path(os.environ.get("AZJAX_ORACLES", REPO_ROOT / "azjax" / "data" / "oracles"))
+JAX_CACHE = REPO_ROOT / ".jax_cache"
 
-jax.config.update("jax_compilation_cache_dir", str(REPO_ROOT / ".jax_cache"))
+# The CLI's own cache (`AZJAX_COMPILATION_CACHE`, by default in the home directory) is this one
+# too, for the commands the tests run in this process (typer's CliRunner) and in subprocesses,
+# which inherit the variable: the suite's compiled programs stay in the checkout.
+os.environ["AZJAX_COMPILATION_CACHE"] = str(JAX_CACHE)
+jax.config.update("jax_compilation_cache_dir", str(JAX_CACHE))
 jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
 jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+
+# Property tests check what the code computes, never how fast: no per-example deadline.
+settings.register_profile("azjax", deadline=None)
+settings.load_profile("azjax")
 
 
 def tiny_config(**sections):

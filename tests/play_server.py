@@ -47,7 +47,7 @@ class PlayServer:
         self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]},
                                         daemon=True)
         self._thread.start()
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 120  # a safety net, not a time budget
         while not self._server.started:
             if time.monotonic() > deadline or not self._thread.is_alive():
                 raise RuntimeError("the play server did not start")

@@ -13,8 +13,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from azjax import envs
-from azjax import Agent
+from azjax import Agent, envs
 from azjax.agent import states_from_moves
 from azjax.apps.cli import app
 from azjax.evaluation.arena import PAIRED_OPENING_PLIES

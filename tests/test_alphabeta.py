@@ -14,6 +14,8 @@ import pytest
 from open_spiel.python.algorithms import minimax as spiel_minimax
 
 from azjax import envs
+from azjax.envs.core import jitted_step, play_moves
+from azjax.envs.draughts import Draughts, openspiel_to_action
 from azjax.evaluation.alphabeta import (
     AlphaBetaConfig,
     alphabeta_player,
@@ -24,8 +26,6 @@ from azjax.evaluation.alphabeta import (
 from azjax.evaluation.arena import ArenaResult, run_arena
 from azjax.evaluation.baselines import random_player
 from azjax.evaluation.players import is_baseline, make_opponent
-from azjax.envs.core import jitted_step, play_moves
-from azjax.envs.draughts import Draughts, openspiel_to_action
 
 DRAUGHTS = envs.make("draughts")
 C4 = envs.make("connect_four")

@@ -11,6 +11,8 @@ import pyspiel
 import pytest
 
 from azjax import envs
+from azjax.config import BASELINES
+from azjax.envs.tic_tac_toe import TicTacToe
 from azjax.evaluation.arena import play_arena
 from azjax.evaluation.baselines import (
     greedy_player,
@@ -18,7 +20,13 @@ from azjax.evaluation.baselines import (
     random_legal_actions,
     random_player,
 )
-from azjax.envs.tic_tac_toe import TicTacToe
+from azjax.evaluation.players import (
+    OPPONENT_MAKERS,
+    arena_opening_plies,
+    is_baseline,
+    make_opponent,
+    searching_baseline,
+)
 
 C4 = envs.make("connect_four")
 TTT = envs.make("tic_tac_toe")
@@ -257,3 +265,22 @@ def test_more_simulations_win():
 def test_mcts_rejects_zero_simulations():
     with pytest.raises(ValueError, match="num_simulations"):
         mcts_player(C4, 0)
+
+
+def test_every_baseline_name_has_one_maker_and_plays_legal_moves():
+    """`azjax.config.BASELINES` names the opponents and `OPPONENT_MAKERS` builds them: the
+    same kinds, each made (memoised) from its written name, its arena treatment read off the
+    table."""
+    assert list(OPPONENT_MAKERS) == list(BASELINES)
+    states = jax.vmap(TTT.init)(jax.random.split(jax.random.PRNGKey(0), 4))
+    for kind, entry in BASELINES.items():
+        name = f"{kind}:1" if entry.count else kind
+        act = make_opponent(TTT, name)
+        assert act is make_opponent(TTT, name) and is_baseline(name)
+        actions = np.asarray(act(jax.random.PRNGKey(1), states))
+        assert np.asarray(states.legal_action_mask)[np.arange(4), actions].all(), name
+        assert searching_baseline(name) == entry.searches
+        assert (arena_opening_plies(name) > 0) == entry.fixed_moves
+    assert not is_baseline("connect_four") and arena_opening_plies("connect_four") > 0
+    with pytest.raises(ValueError, match="unknown opponent 'stockfish'"):
+        make_opponent(TTT, "stockfish")

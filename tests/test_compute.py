@@ -11,7 +11,6 @@ from conftest import TINY_RUN_CONFIG
 
 from azjax import envs
 from azjax.config import BudgetConfig
-from azjax.core.learner import Learner
 from azjax.core.network import init_network
 from azjax.training.compute import (
     ComputeTotals,
@@ -22,6 +21,7 @@ from azjax.training.compute import (
 )
 from azjax.training.loop import train
 from azjax.training.metrics import read_metrics
+from azjax.training.trainer import Trainer
 
 CONFIG = TINY_RUN_CONFIG  # tic-tac-toe: T = 9 steps per chunk, B = 8 games, 4 simulations
 STEPS, GAMES, SIMS = 9, 8, 4
@@ -104,9 +104,9 @@ def test_a_symmetry_averaged_search_checks_the_update_against_one_plain_forward_
 def test_playout_cap_steps_count_their_fast_simulations():
     config = dataclasses.replace(CONFIG, selfplay=dataclasses.replace(
         CONFIG.selfplay, full_search_prob=0.5, fast_simulations=2))
-    learner = Learner(envs.make(config.game), config)
-    run = learner.init_state(jax.random.PRNGKey(0))
-    run, metrics = learner.selfplay_step(run, jax.random.PRNGKey(3))
+    trainer = Trainer(envs.make(config.game), config)
+    run = trainer.init_state(jax.random.PRNGKey(0))
+    run, metrics = trainer.selfplay_step(run, jax.random.PRNGKey(3))
     # a fast step leaves no policy target: the full steps are those with one
     full = int(np.sum(np.asarray(run.selfplay.previous.policy).sum(axis=(1, 2)) > 0))
     assert 0 < full < STEPS
@@ -120,8 +120,8 @@ def test_any_part_with_network_evaluations_is_counted():
     totals = ComputeTotals()
     totals.add_iteration({"selfplay/network_evaluations": 5, "train/update_steps": 2}, costs)
     fields = totals.add_iteration({"selfplay/network_evaluations": 5, "train/update_steps": 2,
-                                   "reanalyse/network_evaluations": 7}, costs)
-    assert fields["iteration_flops/reanalyse"] == 70.0
+                                   "arena/network_evaluations": 7}, costs)
+    assert fields["iteration_flops/arena"] == 70.0
     assert fields["flops/selfplay"] == 100.0 and fields["flops/train"] == 480.0
     assert fields["flops/total"] == 100.0 + 480.0 + 70.0
 

@@ -9,11 +9,20 @@ import pytest
 import yaml
 
 from azjax.config import (
+    BASELINES,
+    DROPPED_KEYS,
     ConfigError,
+    ExperimentConfig,
+    SearchConfig,
+    baseline_forms,
+    baseline_kind,
     config_from_dict,
+    config_from_saved,
     config_to_dict,
     load_config,
+    parse_baseline,
     read_config_data,
+    resolve_simulations,
 )
 
 EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
@@ -161,3 +170,119 @@ def test_alphabeta_opponents_are_valid_in_training_arenas(tmp_path):
         "game: draughts\neval: {opponents: [random, 'mcts:100', 'alphabeta:6']}\n")
     assert load_config(tmp_path / "c.yaml").eval.opponents == ("random", "mcts:100",
                                                                "alphabeta:6")
+
+
+# ---- configs saved with keys azjax does not have -------------------------------------------------
+
+# What a run or model saved while these keys existed held with their features off: the defaults
+# of the time, and other values of the keys that only tuned a feature.
+_SAVED_OFF = {
+    "reanalyse": {"fraction": 0.0, "num_simulations": 64, "value_weight": -1.0},
+    "network": {"reply_policy_head": False, "short_value_head": False},
+    "train": {"reply_policy_loss_weight": 0.15, "short_value_loss_weight": 0.5},
+    "selfplay": {"short_value_horizon": 3.0, "random_start_source": "env"},
+}
+
+
+def _saved(extra: dict) -> dict:
+    """A saved config's mapping: today's keys of a connect-four config, plus `extra`'s."""
+    data = config_to_dict(config_from_dict({"game": "connect_four",
+                                            "search": {"num_simulations": 24}}))
+    for section, values in extra.items():
+        data[section] = {**data.get(section, {}), **values}
+    return data
+
+
+def test_a_saved_config_with_dropped_keys_at_their_off_values_loads_without_them():
+    assert {f"{section}.{key}" for section, keys in _SAVED_OFF.items()
+            for key in keys} == set(DROPPED_KEYS)  # the fixture covers the table
+    expected = config_from_saved(_saved({}))
+    assert config_from_saved(_saved(_SAVED_OFF)) == expected
+    assert expected.search.num_simulations == 24
+    # Integer spellings of the off values, and a lone key, load too.
+    assert config_from_saved(_saved({"reanalyse": {"fraction": 0}})) == expected
+
+
+@pytest.mark.parametrize(("section", "key", "value"), [
+    ("reanalyse", "fraction", 0.1),
+    ("network", "reply_policy_head", True),
+    ("network", "short_value_head", True),
+    ("selfplay", "random_start_source", "replay"),
+])
+def test_a_saved_config_that_used_a_dropped_feature_is_refused_in_one_line(section, key, value):
+    with pytest.raises(ConfigError) as error:
+        config_from_saved(_saved({**_SAVED_OFF, section: {**_SAVED_OFF[section], key: value}}))
+    message = str(error.value)
+    assert message.startswith(f"config key {section}.{key}: ")
+    assert "is not part of azjax" in message and "cannot be loaded" in message
+    assert "\n" not in message
+
+
+def test_a_model_saved_with_dropped_keys_loads(tmp_path):
+    """A model.json written while the keys existed: off, the model loads; on, it is refused
+    with the key named."""
+    import json
+
+    import jax
+
+    from azjax import envs
+    from azjax.core.network import init_network
+    from azjax.model_files import CheckpointError, load_model, save_model
+
+    config = config_from_dict({"game": "tic_tac_toe",
+                               "network": {"kind": "mlp", "hidden": [8]}})
+    env = envs.make(config.game)
+    params = init_network(config.network, env.num_actions, env.observation_shape,
+                          jax.random.PRNGKey(0))["params"]
+    model = save_model(tmp_path / "model", params, config)
+    meta = json.loads((model / "model.json").read_text())
+    for section, values in _SAVED_OFF.items():
+        meta["config"][section] = {**meta["config"].get(section, {}), **values}
+    (model / "model.json").write_text(json.dumps(meta))
+    _, loaded, _ = load_model(model)
+    assert loaded == config
+    meta["config"]["reanalyse"]["fraction"] = 0.25
+    (model / "model.json").write_text(json.dumps(meta))
+    with pytest.raises(CheckpointError, match=re.escape("config key reanalyse.fraction: "
+                                                        "reanalysis is not part of azjax")):
+        load_model(model)
+
+
+@pytest.mark.parametrize(("data", "key"), [
+    ({"reanalyse": {"fraction": 0.1}}, "reanalyse"),
+    ({"network": {"short_value_head": False}}, "network.short_value_head"),
+    ({"selfplay": {"random_start_source": "env"}}, "selfplay.random_start_source"),
+])
+def test_a_config_file_setting_a_dropped_key_is_told_so(data, key):
+    """A config written now (not a saved one) may not set them at all; the error says why."""
+    with pytest.raises(ConfigError, match=re.escape(f"config key {key}: ")) as error:
+        config_from_dict(data)
+    assert "is not part of azjax" in str(error.value)
+
+
+# ---- baseline opponents and simulations --------------------------------------------------------
+
+
+def test_every_baseline_kind_parses_from_its_written_form():
+    assert len(baseline_forms()) == len(BASELINES)
+    for (kind, entry), form in zip(BASELINES.items(), baseline_forms(), strict=True):
+        name = f"{kind}:{entry.example}" if entry.count else kind
+        assert form == (f"{kind}:{entry.letter}" if entry.count else kind)
+        assert parse_baseline(name) == (kind, entry.example if entry.count else 0)
+        assert baseline_kind(name) == kind
+        config_from_dict({"game": "draughts", "eval": {"opponents": [name]}})
+    assert baseline_kind("connect_four") is None and baseline_kind("runs/a:b") is None
+    with pytest.raises(ValueError, match="unknown opponent 'random:3'"):
+        parse_baseline("random:3")
+
+
+def test_zero_or_no_simulations_means_the_searchs_own_count():
+    search = SearchConfig(num_simulations=24)
+    assert resolve_simulations(0, search) == resolve_simulations(None, search) == 24
+    assert resolve_simulations(7, search) == 7
+    from azjax.agent import default_simulations
+
+    config = ExperimentConfig(search=search)
+    assert default_simulations(config) == 24
+    assert default_simulations(config_from_dict({"search": {"num_simulations": 24},
+                                                 "eval": {"num_simulations": 64}})) == 64

@@ -16,6 +16,7 @@ from conftest import REPO_ROOT
 from reference_draughts import SQUARE_OF, RefDraughts
 
 from azjax import envs
+
 _SPEC = importlib.util.spec_from_file_location(
     "draughts_ending_values", REPO_ROOT / "tools" / "draughts_ending_values.py")
 endings = importlib.util.module_from_spec(_SPEC)

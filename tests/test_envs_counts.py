@@ -11,6 +11,7 @@ from conftest import ORACLES
 from env_batch import bfs_layers
 
 from azjax import envs
+
 # OEIS A212693: number of distinct connect-four positions after n plies, n = 0..8.
 A212693 = [1, 7, 49, 238, 1120, 4263, 16422, 54859, 184275]
 

@@ -18,6 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from azjax import envs
+
 PERFT = [7, 49, 302, 1469, 7361, 36768, 179740, 845931]
 CHUNK = 8192
 FIRST_JUMP = 98  # action ids 98-169 are jumps

@@ -7,6 +7,8 @@ import re
 import pytest
 
 from azjax import envs
+
+
 def test_unknown_game_lists_the_available_games():
     with pytest.raises(ValueError, match="chess") as info:
         envs.make("chess")

@@ -1,4 +1,4 @@
-"""Forced moves played at once (`azjax.envs.forced`): the same games, decisions only, right signs."""
+"""Forced moves played at once (`azjax.envs.forced`): same games, decisions only, right signs."""
 
 from __future__ import annotations
 

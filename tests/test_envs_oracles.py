@@ -17,6 +17,7 @@ from conftest import ORACLES
 from env_batch import longest_game, pad_moves, replay
 
 from azjax import envs
+
 SOURCES = {
     "tic_tac_toe": (sorted((ORACLES / "tictactoe").glob("*.jsonl")), 0),
     "connect_four": (sorted((ORACLES / "connect4").glob("*.jsonl")), 1),

@@ -28,6 +28,7 @@ from env_batch import longest_game, record_trajectories
 from reference_games import make_reference
 
 from azjax import envs
+
 GAMES = ("tic_tac_toe", "connect_four")
 NUM_GAMES = 2048
 FORFEIT_PROBABILITY = 0.01  # per move: play an illegal action instead, when one exists

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from reference_games import make_reference
 
 from azjax import envs
+
 GAMES = ("tic_tac_toe", "connect_four")
 
 

@@ -208,16 +208,16 @@ def test_training_evaluator_plays_each_opponent_its_games():
     from conftest import tiny_config
 
     from azjax.config import EvalConfig
-    from azjax.core.learner import Learner
     from azjax.evaluation.evaluator import Evaluator
+    from azjax.training.trainer import Trainer
 
     config = tiny_config()
     config = dataclasses.replace(config, eval=EvalConfig(
         arena_games=40, opponents=("random", "greedy", "mcts:32", "alphabeta:1"),
         num_simulations=2))
-    learner = Learner(TTT, config)
-    params = learner.init_state(jax.random.PRNGKey(0)).train.params
-    evaluator = Evaluator(TTT, config, learner.apply_fn, learner.search_fn)
+    trainer = Trainer(TTT, config)
+    params = trainer.init_state(jax.random.PRNGKey(0)).train.params
+    evaluator = Evaluator(TTT, config, trainer.apply_fn, trainer.search_fn)
     metrics = evaluator.evaluate(params, jax.random.PRNGKey(1))
     for name in ("random", "greedy", "mcts:32", "alphabeta:1"):
         counts = [metrics[f"eval/vs_{name}/{k}"] for k in ("wins", "draws", "losses")]
@@ -242,14 +242,14 @@ def test_an_oracle_dir_without_the_games_files_is_refused_before_training(tmp_pa
     from conftest import tiny_config
 
     from azjax.config import ConfigError, EvalConfig
-    from azjax.core.learner import Learner
     from azjax.evaluation.evaluator import Evaluator
+    from azjax.training.trainer import Trainer
 
     (tmp_path / "notes.txt").write_text("not an oracle")
     config = tiny_config(eval=EvalConfig(oracle=True, oracle_dir=str(tmp_path)))
     with pytest.raises(ConfigError, match=r"eval.oracle_dir: no \*.jsonl files in"):
-        learner = Learner(TTT, config)
-        Evaluator(TTT, config, learner.apply_fn, learner.search_fn, params_example={})
+        trainer = Trainer(TTT, config)
+        Evaluator(TTT, config, trainer.apply_fn, trainer.search_fn, params_example={})
 
 
 def test_arena_metrics_and_the_wdl_line_come_from_one_result():

@@ -14,6 +14,7 @@ import pytest
 from conftest import REPO_ROOT
 
 from azjax import envs
+
 EXAMPLES = REPO_ROOT / "examples"
 ORACLE_FILE = EXAMPLES / "hexapawn_oracle" / "positions.jsonl"
 sys.path.insert(0, str(EXAMPLES))  # the example is a user's module, not part of azjax

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib.util
-import os
 import subprocess
 import sys
 
@@ -47,7 +46,30 @@ def test_a_curve_starts_at_the_untrained_network_at_zero():
     assert list(xs) == [0.0, 100.0] and list(ys) == [50.0, 21.0]
 
 
+def test_a_run_s_budget_is_wall_seconds_iterations_or_both(tmp_path):
+    config = tmp_path / "c.yaml"
+    config.write_text("game: tic_tac_toe\n")
+    base = [f"v={config}", "--out", str(tmp_path / "out")]
+
+    def budget(*extra):
+        args = lever._parse(base + list(extra))
+        return args.budget_s, args.iterations
+
+    assert budget() == (1800.0, 0)
+    assert budget("--iterations", "5") == (0.0, 5)
+    assert budget("--iterations", "5", "--budget-s", "60") == (60.0, 5)
+    run = lever.Run("v", config, (), 1, False)
+    command = lever.train_command(run, tmp_path / "run", 0.0, 2, iterations=5)
+    assert "budget.max_iterations=5" in command and "budget.max_wall_s=0.0" in command
+    assert lever.budget_text(60.0, 5) == "60 s or 5 iterations"
+    with pytest.raises(SystemExit):
+        lever._parse(base + ["--budget-s", "0"])  # no budget at all
+
+
 def test_the_protocol_end_to_end_on_tiny_tic_tac_toe(tmp_path):
+    """Two runs of 4 iterations side by side (sims8 searches twice as much per move), then
+    the table rebuilt from their run dirs alone. Iteration budgets: the runs are the same
+    length however slow the machine."""
     config = tmp_path / "tiny.yaml"
     config.write_text(f"base: {REPO_ROOT / 'experiments' / 'tic_tac_toe.yaml'}\n"
                       "network: {hidden: [32]}\n"
@@ -55,22 +77,33 @@ def test_the_protocol_end_to_end_on_tiny_tic_tac_toe(tmp_path):
                       "selfplay: {batch_size: 8}\nreplay: {capacity: 512}\n"
                       "train: {batch_size: 16, updates_per_iteration: 2}\n")
     out = tmp_path / "out"
-    env = {**os.environ, "JAX_COMPILATION_CACHE_DIR": str(REPO_ROOT / ".jax_cache")}
     command = [sys.executable, str(REPO_ROOT / "tools" / "lever_protocol.py"),
                f"sims8={config}", "--set", "sims8:search.num_simulations=8",
-               "--baseline", str(config), "--budget-s", "60", "--eval-every", "20",
+               "--baseline", str(config), "--iterations", "4", "--eval-every", "2",
                "--out", str(out), "--side-by-side"]
-    result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=400)
+    # the timeout only ends a hung process; the runs stop by iterations
+    result = subprocess.run(command, capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, result.stdout + result.stderr
-    rows = [line.split(" | ")[0].strip("| ") for line in (out / "table.md").read_text()
+    rows = [line.strip("| ").split(" | ") for line in (out / "table.md").read_text()
             .splitlines()[2:4]]
-    assert rows == ["baseline@1", "sims8"]
+    assert [row[:2] for row in rows] == [["baseline@1", "4"], ["sims8", "4"]]
+    runs = {name: lever.load_run(out, name) for name in ("baseline@1", "sims8")}
+    for records in runs.values():  # evaluated every 2 iterations, the last at the run's end
+        assert [r["iteration"] for r in records if "eval/oracle/search_error" in r] == [2, 4]
+    # Same iterations, twice the search: the pair meets at the baseline's FLOPs.
+    base, sims8 = (lever.summary(records) for records in runs.values())
+    assert base["flops"] < sims8["flops"]
+    at, _ = lever.compare_pair(runs["baseline@1"], runs["sims8"])["flops/total", "search"]
+    assert at == base["flops"]
+    assert f"{at:.3g} FLOPs" in (out / "table.md").read_text()
     assert (out / "curves.png").stat().st_size > 0
     assert not (out / "sims8" / "checkpoints").exists()  # the replay buffer is not kept
-    assert "taskset -c" in (out / "sims8" / "log.txt").read_text().splitlines()[0]
-    # the table is rebuilt from the run dirs alone
+    launched = (out / "sims8" / "log.txt").read_text().splitlines()[0]
+    assert "taskset -c" in launched and "budget.max_iterations=4" in launched
+    # the table is rebuilt from the run dirs alone, the same
+    table = (out / "table.md").read_text()
     (out / "table.md").unlink()
     subprocess.run([sys.executable, str(REPO_ROOT / "tools" / "lever_protocol.py"),
                     "--report-only", "--out", str(out)], check=True, capture_output=True,
-                   env=env, timeout=120)
-    assert "| sims8 |" in (out / "table.md").read_text()
+                   timeout=600)
+    assert (out / "table.md").read_text() == table

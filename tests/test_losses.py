@@ -74,37 +74,3 @@ def test_the_material_head_adds_its_weighted_mse_under_the_value_mask():
     assert float(loss) == pytest.approx(float(plain) + 0.4 * material_mse, rel=1e-5)
     assert float(metrics["loss/value"]) == pytest.approx(float(plain_metrics["loss/value"]))
 
-
-def test_the_reply_policy_and_short_value_heads_add_their_weighted_terms():
-    # Reply policy: cross-entropy over the positions with a reply target (the second has none:
-    # its game ended there). Short value: MSE under the value mask (the third is excluded).
-    logits = jnp.zeros((3, 2))
-    values = jnp.array([0.5, -0.2, 0.0])
-    # p' = [.25, .75], (no target), [.5, .5]
-    reply_logits = jnp.array([[0.0, jnp.log(3.0)], [4.0, 0.0], [0.0, 0.0]])
-    short_out = jnp.array([0.1, -0.3, 0.9])
-
-    def apply_fn(variables, obs, train=False, auxiliary=False):
-        heads = {"reply_logits": reply_logits, "short_value": short_out}
-        return (logits, values, heads) if auxiliary else (logits, values)
-
-    batch = Positions(
-        observation=jnp.zeros((3, 1)),
-        policy=jnp.full((3, 2), 0.5),
-        value=jnp.array([1.0, 0.0, -1.0]),
-        value_mask=jnp.array([True, True, False]),
-        reply_policy=jnp.array([[0.0, 1.0], [0.0, 0.0], [0.5, 0.5]]),
-        short_value=jnp.array([0.6, 0.2, -1.0]),
-    )
-    plain, plain_metrics = alphazero_loss({}, apply_fn, batch.replace(reply_policy=None,
-                                                                     short_value=None))
-    assert "loss/reply_policy" not in plain_metrics and "loss/short_value" not in plain_metrics
-    loss, metrics = alphazero_loss({}, apply_fn, batch, reply_policy_loss_weight=0.15,
-                                   short_value_loss_weight=0.5)
-    reply_ce = (-np.log(0.75) + -np.log(0.5)) / 2
-    short_mse = ((0.6 - 0.1) ** 2 + (0.2 + 0.3) ** 2) / 2
-    assert float(metrics["loss/reply_policy"]) == pytest.approx(reply_ce, rel=1e-5)
-    assert float(metrics["loss/short_value"]) == pytest.approx(short_mse, rel=1e-5)
-    assert float(loss) == pytest.approx(float(plain) + 0.15 * reply_ce + 0.5 * short_mse,
-                                        rel=1e-5)
-    assert float(metrics["loss/policy"]) == pytest.approx(float(plain_metrics["loss/policy"]))

@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+import typing
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from azjax.config import NetworkConfig
-from azjax.core.network import count_flops, init_network, make_network
+from azjax.core.network import (
+    AUXILIARY_HEADS,
+    BODIES,
+    auxiliary_heads,
+    count_flops,
+    init_network,
+    make_network,
+)
 
 
 @pytest.mark.parametrize("config", [NetworkConfig(kind="resnet", channels=8, blocks=2),
@@ -193,28 +202,38 @@ def test_the_material_head_sits_beside_an_unchanged_body(kind):
 
 @pytest.mark.parametrize("kind", ["resnet", "resmlp", "mlp"])
 def test_auxiliary_heads_shapes_and_the_plain_call_never_runs_them(kind):
-    """`auxiliary=True` returns every auxiliary head's output; the plain call (the search's)
-    and `material=True` run without their parameters, so they never compute them."""
+    """`auxiliary=True` returns every auxiliary head's output (`AUXILIARY_HEADS`); the plain
+    call (the search's) runs without their parameters, so it never computes them."""
     config = NetworkConfig(kind=kind, channels=4, blocks=1, width=16, hidden=(16,),
-                           material_head=True, reply_policy_head=True, short_value_head=True)
+                           material_head=True)
     shape = (6, 7, 2)
     variables = init_network(config, 7, shape, jax.random.PRNGKey(0))
     _, apply = make_network(config, 7)
     obs = jax.random.bernoulli(jax.random.PRNGKey(1), 0.3, (5, *shape)).astype(jnp.float32)
     logits, value, heads = apply(variables, obs, auxiliary=True)
-    assert set(heads) == {"material", "reply_logits", "short_value"}
-    assert heads["reply_logits"].shape == (5, 7) and heads["short_value"].shape == (5,)
-    assert np.all(np.abs(np.asarray(heads["short_value"])) <= 1.0)
-    assert not np.allclose(heads["reply_logits"], logits)  # its own head, not the policy's
+    assert set(heads) == set(auxiliary_heads(config)) == set(AUXILIARY_HEADS) == {"material"}
+    assert heads["material"].shape == (5,)
     bare = {"params": {k: v for k, v in variables["params"].items()
-                       if k not in ("reply_policy_head", "short_value_head")}}
+                       if not k.startswith("material_")}}
     plain_logits, plain_value = apply(bare, obs)
     np.testing.assert_array_equal(plain_logits, logits)
     np.testing.assert_array_equal(plain_value, value)
-    np.testing.assert_array_equal(apply(bare, obs, material=True)[2], heads["material"])
+    np.testing.assert_array_equal(apply(variables, obs, material=True)[2], heads["material"])
     with pytest.raises(ValueError, match="not both"):
         apply(variables, obs, material=True, auxiliary=True)
     plain_config = NetworkConfig(kind=kind, channels=4, blocks=1, width=16, hidden=(16,))
     _, plain_apply = make_network(plain_config, 7)
     plain_variables = init_network(plain_config, 7, shape, jax.random.PRNGKey(0))
+    assert auxiliary_heads(plain_config) == ()
     assert plain_apply(plain_variables, obs, auxiliary=True)[2] == {}
+
+
+def test_the_network_kinds_are_the_bodies_table():
+    """`NetworkConfig.kind` accepts exactly the kinds `BODIES` builds: adding a kind is a body
+    and its entry there, and its name among the config's choices."""
+    choices = typing.get_args(typing.get_type_hints(NetworkConfig)["kind"])
+    assert sorted(choices) == sorted(BODIES)
+    for kind in BODIES:
+        config = NetworkConfig(kind=kind, channels=4, blocks=1, width=8, hidden=(8,))
+        variables = init_network(config, 3, (3, 3, 2), jax.random.PRNGKey(0))
+        assert kind in variables["params"]  # the body is named after its kind

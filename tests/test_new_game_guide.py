@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from azjax import envs
+
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "new-game.md"
 # A fenced block at the start of a line; a named one opens with `# <file name>`.
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.MULTILINE | re.DOTALL)

@@ -220,27 +220,6 @@ def test_sets_scored_as_one_batch_count_what_each_counts_alone():
     assert "eval/oracle/set/a/raw" not in oracle_error_metrics({"a": 1.0}, {"a": 2.0})
 
 
-def test_the_labels_ship_inside_a_built_wheel(tmp_path):
-    """A pip install carries the oracle files (package data), so `--oracle` works anywhere,
-    and the anchor tables beside them."""
-    import subprocess
-    import sys
-    import zipfile
-
-    from conftest import REPO_ROOT
-
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
-                    "-q", "-w", str(tmp_path), str(REPO_ROOT)], check=True,
-                   capture_output=True)
-    (wheel,) = tmp_path.glob("azjax-*.whl")
-    names = set(zipfile.ZipFile(wheel).namelist())
-    expected = {f"azjax/data/oracles/connect4/{name}.jsonl" for name in C4_SETS}
-    expected |= {"azjax/data/oracles/tictactoe/positions.jsonl", "azjax/data/oracles/README.md",
-                 "azjax/models/connect_four/params.msgpack", "azjax/apps/static/index.html",
-                 "azjax/data/anchors/draughts.json"}
-    assert expected <= names, sorted(expected - names)
-
-
 # ---- the generic format: any game, moves and labels as action ids ----------------------------
 
 # RaceToThree (tests/toy_games.py): action 1 keeps the move, 0 passes it; whoever brings the

@@ -24,7 +24,7 @@ from azjax.config import (
     EvalConfig,
     config_to_dict,
 )
-from azjax.core.placement import check_divisible, mesh_description
+from azjax.core.layout import check_divisible, mesh_description
 
 FOUR_DEVICES = "--xla_force_host_platform_device_count=4"
 
@@ -37,14 +37,14 @@ _FOUR_DEVICE_SCRIPT = textwrap.dedent("""
     from conftest import tiny_config
     from azjax import envs
     from azjax.config import ConfigError
-    from azjax.core.placement import make_mesh
-    from azjax.core.learner import Learner
+    from azjax.core.layout import make_mesh
+    from azjax.training.trainer import Trainer
 
     config = tiny_config()
     config = dataclasses.replace(config, selfplay=dataclasses.replace(
         config.selfplay, per_game_randomness=True))
     env = envs.make(config.game)
-    plain, sharded = Learner(env, config), Learner(env, config, mesh=make_mesh())
+    plain, sharded = Trainer(env, config), Trainer(env, config, mesh=make_mesh())
     start = plain.init_state(jax.random.PRNGKey(0))
     mesh_run = sharded.init_state(jax.random.PRNGKey(0))
     close = lambda a, b: all(np.allclose(np.asarray(x), np.asarray(y), atol=1e-6)
@@ -79,7 +79,7 @@ _FOUR_DEVICE_SCRIPT = textwrap.dedent("""
 
     # The split layout (a CPU mesh in one process): games over the 4 devices, replay and
     # updates on the first. Two iterations, the second past `compile()`'s executables.
-    split = Learner(env, config, mesh=make_mesh(), updates_on_one_device=True)
+    split = Trainer(env, config, mesh=make_mesh(), updates_on_one_device=True)
     split_run = split.init_state(jax.random.PRNGKey(0))
     out["split_same_start"] = close(plain.init_state(jax.random.PRNGKey(0)), split_run)
     split_run, split_metrics = split.iteration(split_run, key)
@@ -97,7 +97,7 @@ _FOUR_DEVICE_SCRIPT = textwrap.dedent("""
     out["split_replay_devices"] = len(split_run.replay.positions.observation.devices())
     out["split_params_devices"] = len(jax.tree.leaves(split_run.train.params)[0].devices())
     try:
-        Learner(env, dataclasses.replace(config, train=dataclasses.replace(
+        Trainer(env, dataclasses.replace(config, train=dataclasses.replace(
             config.train, batch_size=10)), mesh=make_mesh(), updates_on_one_device=True)
         out["split_unsplit_batch"] = "accepted"
     except ConfigError as error:
@@ -107,16 +107,10 @@ _FOUR_DEVICE_SCRIPT = textwrap.dedent("""
         bad = dataclasses.replace(config, **{section: dataclasses.replace(
             getattr(config, section), batch_size=value)})
         try:
-            Learner(env, bad, mesh=make_mesh())
+            Trainer(env, bad, mesh=make_mesh())
             out["error:" + key] = None
         except ConfigError as error:
             out["error:" + key] = str(error)
-    try:  # reanalysis runs on one device only
-        Learner(env, dataclasses.replace(config, reanalyse=dataclasses.replace(
-            config.reanalyse, fraction=0.25)), mesh=make_mesh())
-        out["error:reanalyse"] = None
-    except ConfigError as error:
-        out["error:reanalyse"] = str(error)
 
     # Arenas split their games over the 4 devices (8 and 400 games), or not (6 games).
     import jax.numpy as jnp
@@ -221,10 +215,10 @@ def test_a_batch_that_does_not_split_over_the_devices_is_refused_naming_the_key(
         "size, split over the devices")
     assert "train.batch_size (10)" in four_devices["error:train.batch_size"]
     with pytest.raises(ConfigError, match=r"replay.capacity \(510\).*device count \(4\)"):
-        check_divisible(tiny_config(replay=dataclasses.replace(tiny_config().replay,
-                                                               capacity=510)), 4)
-    check_divisible(tiny_config(), 1)  # one device: anything goes
-    assert "reanalyse.fraction" in four_devices["error:reanalyse"]
+        config = tiny_config(replay=dataclasses.replace(tiny_config().replay, capacity=510))
+        check_divisible(config.selfplay, config.train, config.replay, 4)
+    config = tiny_config()
+    check_divisible(config.selfplay, config.train, config.replay, 1)  # one device: anything
 
 
 def test_an_arena_splits_its_games_over_the_devices(four_devices):

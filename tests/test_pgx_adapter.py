@@ -11,7 +11,7 @@ from conftest import tiny_config
 
 from azjax import envs
 from azjax.config import NetworkConfig, SearchConfig, SelfPlayConfig
-from azjax.core.learner import Learner
+from azjax.training.trainer import Trainer
 
 
 def test_player_zero_always_moves_first_and_rewards_follow_the_relabelling():
@@ -49,10 +49,10 @@ def test_one_training_iteration_on_pgx_othello():
         selfplay=SelfPlayConfig(batch_size=2, symmetries=False),
     )
     env = envs.make(config.game)
-    learner = Learner(env, config)
-    run = learner.init_state(jax.random.PRNGKey(0))
+    trainer = Trainer(env, config)
+    run = trainer.init_state(jax.random.PRNGKey(0))
     before = jax.tree.leaves(run.train.params)[0].copy()
-    run, metrics = learner.iteration(run, jax.random.PRNGKey(1))
+    run, metrics = trainer.iteration(run, jax.random.PRNGKey(1))
     assert int(run.iteration) == 1
     assert metrics["selfplay/positions_added"] > 0 and np.isfinite(metrics["loss"])
     assert not np.array_equal(before, jax.tree.leaves(run.train.params)[0])

@@ -26,10 +26,11 @@ from azjax.config import (
     EvalConfig,
     config_to_dict,
 )
-from azjax.core.learner import Learner, _learning_rate
+from azjax.core.steps import learning_rate
 from azjax.model_files import CheckpointError
 from azjax.training.loop import TrainingError, train
 from azjax.training.metrics import read_metrics
+from azjax.training.trainer import Trainer
 
 CONFIG = TINY_RUN_CONFIG
 
@@ -105,25 +106,36 @@ def test_resume_ends_with_the_same_parameters_as_no_stop(straight_run, tmp_path)
 
 
 def test_each_compiled_function_traces_once():
-    learner = Learner(__import__("azjax.envs", fromlist=["make"]).make(CONFIG.game), CONFIG)
+    trainer = Trainer(__import__("azjax.envs", fromlist=["make"]).make(CONFIG.game), CONFIG)
     chex.clear_trace_counter()
-    learner.selfplay_step = jax.jit(chex.assert_max_traces(learner._selfplay_and_add, n=1),
-                                    donate_argnums=(0,))
-    learner.update_step = jax.jit(chex.assert_max_traces(learner._update, n=1),
-                                  donate_argnums=(0,))
-    run = learner.init_state(jax.random.PRNGKey(0))
+    steps = trainer.steps
+
+    def play(*args):  # each piece in a function of its own: chex counts traces per function
+        return steps.play(*args)
+
+    def add(*args):
+        return steps.add(*args)
+
+    def update(*args):
+        return steps.update(*args)
+
+    trainer.play_step = jax.jit(chex.assert_max_traces(play, n=1), donate_argnums=(2,))
+    trainer.add_step = jax.jit(chex.assert_max_traces(add, n=1), donate_argnums=(0,))
+    trainer.update_step = jax.jit(chex.assert_max_traces(update, n=1), donate_argnums=(0,))
+    run = trainer.init_state(jax.random.PRNGKey(0))
     for i in range(3):  # assert_max_traces raises on a second trace
-        run, _ = learner.iteration(run, jax.random.PRNGKey(i))
-    assert learner.selfplay_step._cache_size() == 1
-    assert learner.update_step._cache_size() == 1
+        run, _ = trainer.iteration(run, jax.random.PRNGKey(i))
+    for step in (trainer.play_step, trainer.add_step, trainer.update_step):
+        assert step._cache_size() == 1
 
 
 def test_ahead_of_time_compiled_steps_run_the_same_iteration():
-    learner = Learner(__import__("azjax.envs", fromlist=["make"]).make(CONFIG.game), CONFIG)
-    run = learner.init_state(jax.random.PRNGKey(0))
-    learner.compile(run)
-    assert not hasattr(learner.selfplay_step, "lower")  # now an executable, not a jit
-    run, metrics = learner.iteration(run, jax.random.PRNGKey(1))
+    trainer = Trainer(__import__("azjax.envs", fromlist=["make"]).make(CONFIG.game), CONFIG)
+    run = trainer.init_state(jax.random.PRNGKey(0))
+    trainer.compile(run)
+    for step in (trainer.play_step, trainer.add_step, trainer.update_step):
+        assert not hasattr(step, "lower")  # now an executable, not a jit
+    run, metrics = trainer.iteration(run, jax.random.PRNGKey(1))
     assert int(run.iteration) == 1 and np.isfinite(metrics["loss"])
 
 
@@ -136,11 +148,11 @@ def test_updates_scanned_in_one_call_equal_the_loop_of_one_step_calls():
     for per_call in (1, 3):
         cfg = dataclasses.replace(config, train=dataclasses.replace(config.train,
                                                                     updates_per_call=per_call))
-        learner = Learner(env, cfg)
-        run = learner.init_state(jax.random.PRNGKey(0))
-        learner.compile(run)
+        trainer = Trainer(env, cfg)
+        run = trainer.init_state(jax.random.PRNGKey(0))
+        trainer.compile(run)
         for i in range(2):
-            run, metrics = learner.iteration(run, jax.random.PRNGKey(i))
+            run, metrics = trainer.iteration(run, jax.random.PRNGKey(i))
         results.append((run.train, metrics))
     (loop, loop_metrics), (scan, scan_metrics) = results
     assert int(loop.step) == int(scan.step) == 12
@@ -182,7 +194,7 @@ def test_the_cosine_schedules_end_at_the_configured_floor(schedule):
     for floor in (0.01, 0.0025, 0.0):
         config = dataclasses.replace(CONFIG.train, learning_rate=0.002, lr_schedule=schedule,
                                      lr_decay_steps=100, warmup_steps=10, lr_floor=floor)
-        lr = _learning_rate(config)
+        lr = learning_rate(config)
         assert float(lr(10 if schedule == "warmup_cosine" else 0)) == pytest.approx(0.002)
         assert 0.002 * floor < float(lr(60)) < 0.002  # still decaying
         np.testing.assert_allclose([float(lr(100)), float(lr(10_000))], 0.002 * floor,
@@ -213,7 +225,7 @@ def test_a_resumed_run_may_stretch_its_learning_rate_schedule(tmp_path):
         rates = {r["iteration"]: r["train/learning_rate"]
                  for r in read_metrics(tmp_path / name / "metrics.jsonl")
                  if "event" not in r and r["iteration"] > 0}  # 0: the untrained baseline
-        expected = [float(_learning_rate((cosine if i <= 2 else after_resume).train)(
+        expected = [float(learning_rate((cosine if i <= 2 else after_resume).train)(
             i * steps - 1)) for i in (1, 2, 3, 4)]
         np.testing.assert_allclose([rates[i] for i in (1, 2, 3, 4)], expected, rtol=1e-6)
         if name == "stretched":
@@ -245,7 +257,7 @@ def test_a_resumed_run_may_group_its_update_steps_into_fewer_calls(tmp_path):
 
 def test_a_nan_loss_stops_with_a_clear_error_and_keeps_the_last_checkpoint(tmp_path,
                                                                            monkeypatch):
-    real_iteration = Learner.iteration
+    real_iteration = Trainer.iteration
 
     def poisoned(self, run, key):
         run, metrics = real_iteration(self, run, key)
@@ -253,7 +265,7 @@ def test_a_nan_loss_stops_with_a_clear_error_and_keeps_the_last_checkpoint(tmp_p
             metrics["loss"] = float("nan")
         return run, metrics
 
-    monkeypatch.setattr(Learner, "iteration", poisoned)
+    monkeypatch.setattr(Trainer, "iteration", poisoned)
     with pytest.raises(TrainingError, match="loss is nan at iteration 3.*iteration 2"):
         train(_with_budget(CONFIG, 6), tmp_path, show_progress=False)
     assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["2"]
@@ -318,7 +330,7 @@ def test_the_perfect_play_bar_ends_the_run_only_when_asked(tmp_path, monkeypatch
 # ---- through the CLI, in subprocesses -----------------------------------------------------------
 
 
-def _cli(*args, timeout=240):
+def _cli(*args, timeout=900):
     env = dict(os.environ, JAX_COMPILATION_CACHE_DIR=str(REPO_ROOT / ".jax_cache"),
                PYTHONUNBUFFERED="1")
     return subprocess.run([sys.executable, "-m", "azjax", *args], capture_output=True,
@@ -365,7 +377,7 @@ def test_cli_reports_a_corrupt_checkpoint_and_changes_nothing(straight_run, tmp_
 def test_sigkill_then_the_same_command_resumes(tmp_path):
     config = _with_budget(dataclasses.replace(  # no evaluations: only the resume is under test
         CONFIG, checkpoint=CheckpointConfig(every_iterations=1, keep=2),
-        eval=dataclasses.replace(CONFIG.eval, every_iterations=100)), 12)
+        eval=dataclasses.replace(CONFIG.eval, every_iterations=100)), 40)
     path = _write_config(tmp_path / "tiny.yaml", config)
     run_dir = tmp_path / "run"
     command = [sys.executable, "-m", "azjax", "train", str(path), "--run-dir", str(run_dir),
@@ -374,24 +386,24 @@ def test_sigkill_then_the_same_command_resumes(tmp_path):
     process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
     checkpoints = run_dir / "checkpoints"
-    deadline = time.time() + 180
-    while time.time() < deadline:  # kill mid-run, once a few checkpoints exist
+    deadline = time.monotonic() + 900  # only a safety net for a hung process
+    while process.poll() is None and time.monotonic() < deadline:
         done = [p for p in checkpoints.glob("*") if p.name.isdigit()]
         if len(done) >= 2 and max(int(p.name) for p in done) >= 3:
-            break
+            break  # kill mid-run, once a few checkpoints exist
         time.sleep(0.05)
     process.send_signal(signal.SIGKILL)
     process.wait()
     killed_at = max(int(p.name) for p in checkpoints.iterdir() if p.name.isdigit())
-    assert killed_at < 12, "the first process finished before it could be killed"
-    out = subprocess.run(command, env=env, capture_output=True, text=True, timeout=240,
+    assert killed_at < 40, "the first process finished before it could be killed"
+    out = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900,
                          stdin=subprocess.DEVNULL)
     assert out.returncode == 0, out.stderr
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     resume = [r for r in records if r.get("event") == "resume"]
     assert len(resume) == 1 and resume[0]["iteration"] == killed_at
     iterations = [r["iteration"] for r in records if "loss" in r]
-    assert iterations == list(range(1, 13))  # each iteration logged once, none lost
+    assert iterations == list(range(1, 41))  # each iteration logged once, none lost
 
 
 def test_sigint_stops_after_the_iteration_with_a_checkpoint(tmp_path):
@@ -406,8 +418,8 @@ def test_sigint_stops_after_the_iteration_with_a_checkpoint(tmp_path):
     metrics = run_dir / "metrics.jsonl"
 
     def interrupt_after_first_iteration():
-        deadline = time.time() + 180
-        while time.time() < deadline:
+        deadline = time.monotonic() + 900  # only a safety net for a hung run
+        while time.monotonic() < deadline:
             if metrics.is_file() and '"loss"' in metrics.read_text():
                 os.kill(os.getpid(), signal.SIGINT)
                 return
@@ -442,10 +454,10 @@ def test_gating_keeps_selfplay_on_the_best_params(tmp_path):
     config = _with_budget(dataclasses.replace(
         CONFIG, eval=dataclasses.replace(CONFIG.eval, gating=True, gating_games=8,
                                          gating_threshold=0.0)), 2)
-    learner = Learner(__import__("azjax.envs", fromlist=["make"]).make(config.game), config)
-    run = learner.init_state(jax.random.PRNGKey(0))
+    trainer = Trainer(__import__("azjax.envs", fromlist=["make"]).make(config.game), config)
+    run = trainer.init_state(jax.random.PRNGKey(0))
     start = jax.tree.map(np.asarray, run.selfplay_params)
-    run, _ = learner.iteration(run, jax.random.PRNGKey(1))
+    run, _ = trainer.iteration(run, jax.random.PRNGKey(1))
     for a, b in zip(jax.tree.leaves(start), jax.tree.leaves(run.selfplay_params), strict=True):
         np.testing.assert_array_equal(a, b)  # training moved train.params, not these
     result = train(config, tmp_path, show_progress=False)
@@ -460,13 +472,13 @@ def test_the_wall_seconds_bar_closes_when_the_last_iteration_overshoots_the_budg
     # GPU run that had finished its budget).
     import io
 
-    from azjax.training.loop import _advance, _progress_bar
+    from azjax.training.progress import advance, progress_bar
 
     config = dataclasses.replace(CONFIG, budget=BudgetConfig(max_wall_s=60))
     out = io.StringIO()
-    bar = _progress_bar(config, 0, 0.0, enabled=True, desc="train", file=out)
-    _advance(bar, 30.4)
-    _advance(bar, 61.7)
+    bar = progress_bar(config, 0, 0.0, enabled=True, desc="train", file=out)
+    advance(bar, 30.4)
+    advance(bar, 61.7)
     bar.close()
     assert bar.n == 60
     assert "100%" in out.getvalue() and "60/60 s" in out.getvalue()
@@ -488,23 +500,39 @@ def test_progress_off_a_terminal_is_plain_lines_not_bar_frames(tmp_path, capsys)
 
 
 def test_an_iteration_starts_only_when_one_like_the_last_fits_the_wall_budget():
-    from azjax.training.loop import _budget_left
+    from azjax.training.stopping import over_budget
 
     config = dataclasses.replace(CONFIG, budget=BudgetConfig(max_wall_s=100))
-    assert _budget_left(config, 5, 50.0, next_cost_s=40.0)  # ends at 90 s
-    assert not _budget_left(config, 5, 70.0, next_cost_s=40.0)  # would end at 110 s
-    assert not _budget_left(config, 5, 100.0)  # spent, whatever the cost
-    assert _budget_left(config, 5, 99.0)  # nothing known of the next one's cost yet
+    assert over_budget(config, 5, 50.0, next_cost_s=40.0) is None  # ends at 90 s
+    assert over_budget(config, 5, 70.0, next_cost_s=40.0) == "wall clock"  # would end at 110 s
+    assert over_budget(config, 5, 100.0) == "wall clock"  # spent, whatever the cost
+    assert over_budget(config, 5, 99.0) is None  # nothing known of the next one's cost yet
     iterations = dataclasses.replace(CONFIG, budget=BudgetConfig(max_iterations=3))
-    assert _budget_left(iterations, 2, 1e9, next_cost_s=1e9)  # no wall budget to spend
-    assert not _budget_left(iterations, 3, 0.0)
+    assert over_budget(iterations, 2, 1e9, next_cost_s=1e9) is None  # no wall budget to spend
+    assert over_budget(iterations, 3, 0.0) == "iterations"
+
+
+def test_the_loop_stops_for_the_budget_then_perfect_play_then_a_signal():
+    from azjax.training.stopping import StopRequests, stop_reason
+
+    requests = StopRequests(print)
+    perfect = {"iteration": 2, "eval/perfect": True}
+    asked = dataclasses.replace(CONFIG, budget=BudgetConfig(max_iterations=4,
+                                                            stop_when_perfect=True))
+    assert stop_reason(asked, None, {}, requests) is None  # nothing trained yet
+    assert stop_reason(asked, None, {"iteration": 1, "loss": 1.0}, requests) is None
+    assert stop_reason(asked, "iterations", perfect, requests) == "iterations"
+    assert stop_reason(asked, None, perfect, requests) == "perfect play"
+    assert stop_reason(CONFIG, None, perfect, requests) is None  # not asked to stop there
+    requests.signal_name = "SIGTERM"
+    assert stop_reason(CONFIG, None, perfect, requests) == "SIGTERM"
 
 
 def test_plain_progress_lines_come_every_few_seconds_with_rate_eta_and_loss(capsys):
-    from azjax.training.loop import _Progress
+    from azjax.training.progress import Progress
 
     config = dataclasses.replace(CONFIG, budget=BudgetConfig(max_iterations=10))
-    progress = _Progress(config, 2, 8.0, enabled=True, line_every_s=3600)
+    progress = Progress(config, 2, 8.0, enabled=True, line_every_s=3600)
     for iteration in range(3, 8):  # 2 s per iteration
         progress.advance({"iteration": iteration, "wall_s": 8.0 + 2 * (iteration - 2),
                           "positions_per_s": 1234.4, "loss": 0.5})

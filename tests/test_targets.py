@@ -314,7 +314,7 @@ def test_a_learner_with_a_material_head_stores_and_trains_on_the_material_target
     position, the update reports its loss and moves the head's parameters."""
 
     from azjax.config import NetworkConfig, ReplayConfig, SearchConfig, SelfPlayConfig
-    from azjax.core.learner import Learner
+    from azjax.training.trainer import Trainer
 
     config = tiny_config(
         game="draughts",
@@ -324,11 +324,11 @@ def test_a_learner_with_a_material_head_stores_and_trains_on_the_material_target
                                 random_start_prob=1.0, random_opening_prob=0.0),
         replay=ReplayConfig(capacity=256),
     )
-    learner = Learner(envs.make("draughts"), config)
-    run = learner.init_state(jax.random.PRNGKey(0))
+    trainer = Trainer(envs.make("draughts"), config)
+    run = trainer.init_state(jax.random.PRNGKey(0))
     head = np.asarray(run.train.params["material_out"]["kernel"]).copy()
     for i in range(2):
-        run, metrics = learner.iteration(run, jax.random.PRNGKey(1 + i))
+        run, metrics = trainer.iteration(run, jax.random.PRNGKey(1 + i))
     stored = int(run.replay.size)
     material = np.asarray(run.replay.positions.material)[:stored]
     assert stored > 0 and np.abs(material).max() <= 1.5 + 1e-6 and np.any(material != 0)

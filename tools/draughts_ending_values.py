@@ -33,8 +33,9 @@ WIN, DRAW, LOSS = 1, 0, -1
 ENDINGS = ((1, 1), (2, 1), (1, 2), (2, 2))  # (the mover's kings, the other side's)
 
 
-# The rules below are written apart from azjax/envs/draughts.py on purpose, as the reference rules in
-# tests/ are: the table is ground truth for the env's networks, and is tested against both.
+# The rules below are written apart from azjax/envs/draughts.py on purpose, as the reference
+# rules in tests/ are: the table is ground truth for the env's networks, and is tested against
+# both.
 
 
 def _square(row: int, col: int) -> int | None:

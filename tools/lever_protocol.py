@@ -1,15 +1,19 @@
-"""The lever protocol: a baseline and variants trained under equal wall budgets, compared.
+"""The lever protocol: a baseline and variants trained under equal budgets, compared.
 
     python tools/lever_protocol.py sims32=experiments/c4_sims32.yaml --budget-s 1800 \
         --out runs/lever_sims32
     python tools/lever_protocol.py wide=wide.yaml deep=deep.yaml --set deep:network.blocks=6
+    python tools/lever_protocol.py sims32=experiments/c4_sims32.yaml --iterations 200 --out o
     python tools/lever_protocol.py --report-only --out runs/lever_sims32
 
 Each variant is `NAME=CONFIG.yaml` (a YAML may say `base: experiments/connect_four.yaml` and list
 only what it changes), with optional `--set NAME:section.key=value` overrides (`baseline:` for the
-baseline). Every run trains `--budget-s` wall seconds with no iteration cap, an oracle
-evaluation every `--eval-every` iterations, no arenas and rare checkpoints, on this machine in
-this sitting, logging to OUT/NAME/log.txt.
+baseline). Every run trains under the same budget: `--budget-s` wall seconds (1800 when
+neither budget is given), `--iterations` iterations, or both (whichever comes first); an
+oracle evaluation every `--eval-every` iterations and at the run's end, no arenas and rare
+checkpoints, on this machine in this sitting, logging to OUT/NAME/log.txt. A wall budget gives
+each run what the machine lets it do in that time; an iteration budget makes every run the same
+length on any machine.
 
 With `--side-by-side` (the default on a 2-core machine) the baseline is rerun beside each
 variant (`baseline@1` beside the first, `baseline@2` beside the second, ...: same config and seed
@@ -76,11 +80,13 @@ def plan(variants: list[tuple[str, Path]], baseline: Path, overrides: dict[str, 
     return [[Run("baseline@1", baseline, base, 0, True)]] + [[r] for r in runs]
 
 
-def train_command(run: Run, run_dir: Path, budget_s: float, eval_every: int) -> list[str]:
-    """`python -m azjax train` for `run`: its overrides, then the protocol's."""
+def train_command(run: Run, run_dir: Path, budget_s: float, eval_every: int,
+                  iterations: int = 0) -> list[str]:
+    """`python -m azjax train` for `run`: its overrides, then the protocol's (a budget of
+    `budget_s` wall seconds and `iterations` iterations, 0 for no limit of that kind)."""
     command = [sys.executable, "-m", "azjax", "train", str(run.config), "--run-dir",
                str(run_dir), "--no-progress"]
-    protocol = [f"budget.max_wall_s={budget_s}", "budget.max_iterations=0",
+    protocol = [f"budget.max_wall_s={budget_s}", f"budget.max_iterations={iterations}",
                 "budget.stop_when_perfect=false",
                 f"eval.every_iterations={eval_every}", "eval.opponents=[]",
                 f"checkpoint.every_iterations={RARE_CHECKPOINTS}"]
@@ -100,7 +106,7 @@ def launch(group: list[Run], out: Path, args: argparse.Namespace) -> None:
         if run_dir.exists():  # an unfinished run (rare checkpoints): started again
             shutil.rmtree(run_dir)
         run_dir.mkdir(parents=True)
-        command = train_command(run, run_dir, args.budget_s, args.eval_every)
+        command = train_command(run, run_dir, args.budget_s, args.eval_every, args.iterations)
         env = dict(os.environ)
         if args.side_by_side:
             # alternate the cores from pair to pair, so neither run keeps the same core
@@ -109,7 +115,8 @@ def launch(group: list[Run], out: Path, args: argparse.Namespace) -> None:
         log = (run_dir / "log.txt").open("w")
         log.write(" ".join(command) + "\n")
         log.flush()
-        print(f"{run.name}: training ({args.budget_s:.0f} s), log in {run_dir / 'log.txt'}")
+        print(f"{run.name}: training ({budget_text(args.budget_s, args.iterations)}), "
+              f"log in {run_dir / 'log.txt'}")
         processes.append((run, subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
                                                 cwd=ROOT, env=env), log))
     for run, process, log in processes:
@@ -119,6 +126,13 @@ def launch(group: list[Run], out: Path, args: argparse.Namespace) -> None:
         log.close()
         if not args.keep_checkpoints:  # they hold the replay buffer; the table needs the log
             shutil.rmtree(out / run.name / "checkpoints", ignore_errors=True)
+
+
+def budget_text(budget_s: float, iterations: int) -> str:
+    """The budget in words: "1800 s", "200 iterations" or "1800 s or 200 iterations"."""
+    parts = ([f"{budget_s:.0f} s"] if budget_s else []) + (
+        [f"{iterations} iterations"] if iterations else [])
+    return " or ".join(parts)
 
 
 def _finished(run_dir: Path) -> bool:
@@ -269,7 +283,10 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--baseline", type=Path, default=ROOT / "experiments/connect_four.yaml")
     parser.add_argument("--set", dest="overrides", action="append", default=[],
                         help="NAME:section.key=value for one run (NAME `baseline`: the baseline)")
-    parser.add_argument("--budget-s", type=float, default=1800.0, help="wall seconds per run")
+    parser.add_argument("--budget-s", type=float, default=None, help="wall seconds per run "
+                        "(default 1800 without --iterations, else none)")
+    parser.add_argument("--iterations", type=int, default=0, help="iterations per run "
+                        "(default: no cap)")
     parser.add_argument("--eval-every", type=int, default=10, help="iterations between "
                         "evaluations (every run alike)")
     parser.add_argument("--out", type=Path, required=True, help="one run dir per run, "
@@ -282,6 +299,12 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--report-only", action="store_true",
                         help="rebuild table.md and curves.png from the run dirs in --out")
     args = parser.parse_args(argv)
+    if args.iterations < 0 or (args.budget_s is not None and args.budget_s < 0):
+        parser.error("--budget-s and --iterations take a number >= 0 (0: no limit)")
+    if args.budget_s is None:
+        args.budget_s = 0.0 if args.iterations else 1800.0
+    if not args.budget_s and not args.iterations:
+        parser.error("give a budget: --budget-s, --iterations or both")
     args.variants = [_variant(parser, spec) for spec in args.variants]
     if not args.variants and not args.report_only:
         parser.error("give at least one NAME=CONFIG.yaml")

@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import tempfile
 from pathlib import Path
+from typing import Annotated
 
 import jax
 import numpy as np
@@ -49,11 +50,11 @@ def fingerprint(params) -> str:
 
 
 def main(config_path: str, iterations: int = 3, small: bool = True,
-         override: list[str] = typer.Option([], "--set"), hash_run_dir: bool = False,
-         print_overrides: bool = False) -> None:
+         override: Annotated[list[str] | None, typer.Option("--set")] = None,
+         hash_run_dir: bool = False, print_overrides: bool = False) -> None:
     """Trains CONFIG for ITERATIONS iterations and prints the parameters' fingerprint (with
     --hash-run-dir: the newest snapshot of the run dir CONFIG_PATH)."""
-    overrides = (SMALL if small else []) + list(override) + [
+    overrides = (SMALL if small else []) + list(override or []) + [
         f"budget.max_iterations={iterations}", "budget.max_wall_s=0"]
     if print_overrides:
         print(" ".join(f"--set '{o}'" for o in overrides))

@@ -14,6 +14,9 @@ from typing import Annotated
 import typer
 
 from azjax import __version__
+from azjax.config import baseline_forms
+
+_BASELINES = " | ".join(baseline_forms())  # the baseline opponents' names, for help texts
 
 app = typer.Typer(
     name="azjax",
@@ -41,19 +44,31 @@ def main(
 
     # orbax logs routine notices through absl as warnings; the CLI prints its own lines.
     logging.getLogger("absl").setLevel(logging.ERROR)
-    _enable_compilation_cache(os.environ.get("AZJAX_COMPILATION_CACHE", str(_DEFAULT_CACHE)))
+    _enable_compilation_cache(_cache_directory(os.environ))
 
 
-_DEFAULT_CACHE = Path.home() / ".cache" / "azjax" / "jax"
+def _cache_directory(environ) -> str | None:
+    """Where the CLI keeps compiled programs: `AZJAX_COMPILATION_CACHE` when it is set ("":
+    no cache); else None when JAX's own `JAX_COMPILATION_CACHE_DIR` is set (JAX reads that
+    itself); else `~/.cache/azjax/jax`."""
+    if "AZJAX_COMPILATION_CACHE" in environ:
+        return environ["AZJAX_COMPILATION_CACHE"]
+    if environ.get("JAX_COMPILATION_CACHE_DIR"):
+        return None
+    return str(Path.home() / ".cache" / "azjax" / "jax")
 
 
-def _enable_compilation_cache(directory: str) -> None:
-    """JAX's persistent compilation cache: a second run skips most compile time.
-    AZJAX_COMPILATION_CACHE="" turns it off."""
-    if not directory:
+def _enable_compilation_cache(directory: str | None) -> None:
+    """JAX's persistent compilation cache in `directory` (programs that took a second or more
+    to compile): a second run skips most compile time. "": no cache at all; None: JAX's
+    settings stay as they are."""
+    if directory is None:
         return
     import jax
 
+    if not directory:
+        jax.config.update("jax_enable_compilation_cache", False)
+        return
     jax.config.update("jax_compilation_cache_dir", directory)
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
 
@@ -100,7 +115,7 @@ def train(
     the multi-host flags, every device of every process (see docs/scaling.md)."""
     try:
         if distributed or any(v is not None for v in (coordinator, num_processes, process_id)):
-            from azjax.core.placement import initialize_distributed
+            from azjax.core.layout import initialize_distributed
 
             initialize_distributed(coordinator, num_processes, process_id)  # before JAX works
         from azjax.config import load_config
@@ -127,7 +142,7 @@ def train(
 def evaluate(
     spec: Annotated[str, typer.Argument(help="Game id (shipped model), run dir or snapshot dir")],
     against: Annotated[list[str] | None, typer.Option(
-        help="random | greedy | mcts:N | alphabeta:D | another SPEC (repeatable)")] = None,
+        help=f"{_BASELINES} | another SPEC (repeatable)")] = None,
     oracle: Annotated[str | None, typer.Option(
         help="Score against perfect play: --oracle alone uses the game's default oracle "
              "(tic-tac-toe: exact minimax; connect four: $AZJAX_ORACLES, else Pascal Pons's test "
@@ -207,8 +222,7 @@ def _ladder(run_dir: str, against: list[str], games: int, simulations: int | Non
 def anchors_table(
     game: Annotated[str, typer.Argument(help="Game id, e.g. draughts")],
     against: Annotated[list[str], typer.Option(
-        help="A fixed baseline: random | greedy | mcts:N | alphabeta:D (repeatable; random "
-             "is always in)")],
+        help=f"A fixed baseline: {_BASELINES} (repeatable; random is always in)")],
     out: Annotated[Path, typer.Option(help="Where to write the table (JSON)")],
     games: Annotated[int, typer.Option(min=2, help="Games per pairing (both colours)")] = 200,
     seed: Annotated[int, typer.Option()] = 0,
@@ -271,8 +285,7 @@ def export(
         help="Score the exported model on every position of the game's oracle (bare) or of "
              "the oracle files in DIR, for its model card")] = None,
     against: Annotated[list[str] | None, typer.Option(
-        help="Arena opponents for the model card: random | greedy | mcts:N | alphabeta:D "
-             "(repeatable)")
+        help=f"Arena opponents for the model card: {_BASELINES} (repeatable)")
     ] = None,
     games: Annotated[int, typer.Option(
         min=1, help="Arena games per opponent (both colours)")] = 200,

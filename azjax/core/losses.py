@@ -1,7 +1,5 @@
 """AlphaZero's loss: value MSE + policy cross-entropy (L2 lives in the optimizer, via optax),
-plus a weighted term for each auxiliary head the network has: the material head's MSE to the
-game's final material, the reply-policy head's cross-entropy to the next position's search
-policy, the short-value head's MSE to the short-horizon value."""
+plus, with a material head, its MSE to the game's final material."""
 
 from __future__ import annotations
 
@@ -18,44 +16,33 @@ __all__ = ["alphazero_loss"]
 
 
 def alphazero_loss(params: Any, apply_fn: ApplyFn, batch: Positions, *,
-                   value_loss_weight: float = 1.0, material_loss_weight: float = 0.0,
-                   reply_policy_loss_weight: float = 0.0, short_value_loss_weight: float = 0.0
+                   value_loss_weight: float = 1.0, material_loss_weight: float = 0.0
                    ) -> tuple[jax.Array, dict[str, jax.Array]]:
     """AlphaZero's loss of the network on a batch of training positions.
 
     (z - v)^2 averaged over the positions with a value target (`value_mask`), plus
     -pi . log p averaged over those with a policy target (pi summing to 1; an all-zero pi, from
-    a fast search of playout-cap randomisation, has none). Each auxiliary target the batch
-    carries adds its head's term (`apply_fn(..., auxiliary=True)`): material
-    `material_loss_weight` x (m - m_hat)^2 and short value `short_value_loss_weight` x
-    (y - y_hat)^2, both averaged under `value_mask` as the value; reply policy
-    `reply_policy_loss_weight` x -pi' . log p', averaged over the positions with a reply
-    target (pi' summing to 1) as the policy.
+    a fast search of playout-cap randomisation, has none). A batch that carries material
+    targets adds `material_loss_weight` x (m - m_hat)^2 of the material head
+    (`apply_fn(..., auxiliary=True)`), averaged under `value_mask` as the value.
 
     Args:
       params: the network's parameters (differentiated).
       apply_fn: the network (`azjax.core.network.make_network`).
       batch: `Positions` [B]: observation float32 [B, *obs], policy float32 [B, A], value
-        float32 [B], value_mask bool [B], material float32 [B] or None, reply_policy float32
-        [B, A] or None, short_value float32 [B] or None.
-      value_loss_weight: the value term's weight.
-      material_loss_weight, reply_policy_loss_weight, short_value_loss_weight: the auxiliary
-        terms' weights (with their targets).
+        float32 [B], value_mask bool [B], material float32 [B] or None.
+      value_loss_weight: the value term's weight; material_loss_weight: the material term's.
 
     Returns:
-      (loss float32 [], metrics: a dict of float32 [] by name, with `loss/material`,
-      `loss/reply_policy`, `loss/short_value` for the auxiliary targets the batch carries).
+      (loss float32 [], metrics: a dict of float32 [] by name, with `loss/material` when the
+      batch carries material targets).
     """
     chex.assert_rank(batch.policy, 2)
     size = batch.policy.shape[0]
     chex.assert_shape([batch.value, batch.value_mask], (size,))
     chex.assert_tree_shape_prefix(batch, (size,))
     variables = {"params": params}
-    targets = {"material": batch.material, "reply_logits": batch.reply_policy,
-               "short_value": batch.short_value}
-    targets = {name: target for name, target in targets.items() if target is not None}
-    heads = {}
-    if targets:
+    if batch.material is not None:
         logits, value, heads = apply_fn(variables, batch.observation, train=True, auxiliary=True)
     else:
         logits, value = apply_fn(variables, batch.observation, train=True)
@@ -79,18 +66,11 @@ def alphazero_loss(params: Any, apply_fn: ApplyFn, batch: Positions, *,
         "value/mean_abs": jnp.abs(value).mean(),
     }
     loss = policy_loss + value_loss_weight * value_loss
-    terms = {"material": ("loss/material", material_loss_weight),
-             "reply_logits": ("loss/reply_policy", reply_policy_loss_weight),
-             "short_value": ("loss/short_value", short_value_loss_weight)}
-    for name, target in targets.items():
-        chex.assert_equal_shape([target, heads[name]])
-        if name == "reply_logits":
-            term = _cross_entropy(target, jax.nn.log_softmax(heads[name]))
-        else:
-            term = jnp.sum(mask * (target - heads[name]) ** 2) / value_count
-        key, weight = terms[name]
-        metrics[key] = term
-        loss = loss + weight * term
+    if batch.material is not None:
+        chex.assert_equal_shape([batch.material, heads["material"]])
+        material_loss = jnp.sum(mask * (batch.material - heads["material"]) ** 2) / value_count
+        metrics["loss/material"] = material_loss
+        loss = loss + material_loss_weight * material_loss
     return loss, metrics
 
 

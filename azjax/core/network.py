@@ -2,10 +2,10 @@
 
 The residual MLP (`kind: resmlp`) exists for CPUs: its layers are plain matmuls, which XLA:CPU
 runs near its peak forward and backward, where the ResNet's convolution backward pass runs at a
-fraction of it (measured in docs/results.md).
+fraction of it (docs/results.md).
 
-Optional heads trained only as auxiliary targets (the game's final material, the next
-position's policy, a short-horizon value) branch from the same trunk (`PolicyValueNet`).
+An optional head trained only as an auxiliary target, the game's final material, branches
+from the value head's input (`PolicyValueNet`).
 
 Normalisation policy: stateless LayerNorm (over channels) in place of BatchNorm. The network
 then has no batch statistics, so search, training and multi-device runs see the same function
@@ -14,13 +14,12 @@ accepted for API stability and changes nothing.
 
 Matmul precision: `make_network(..., matmul_dtype="bfloat16")` multiplies the trunk's dense
 layers' inputs and weights in bfloat16 and accumulates in float32 (weights stay float32
-parameters, and everything between the matmuls stays float32). The heads stay float32: with
-them in bfloat16 too the shipped draughts model searching in bfloat16 scored 0.425 against
-itself in float32 over 100 games, with them in float32 0.485 (docs/results.md).
-The parameters are the same either way, so one set of weights serves a float32 training step
-and a bfloat16 search (`SearchConfig.matmul_dtype`). On a CPU with AVX512-BF16 (Zen 4) this
-ran the residual MLP's forward pass ~1.5x faster. Convolutions stay float32 (bf16 measured no
-faster), so the ResNet, whose dense layers are all in its heads, is the same in both.
+parameters, and everything between the matmuls stays float32). The heads stay float32, where
+bfloat16 weakened the searching player (docs/results.md). The parameters are the same either
+way, so one set of weights serves a float32 training step and a bfloat16 search
+(`SearchConfig.matmul_dtype`), faster on CPUs with bfloat16 matmul instructions. Convolutions
+stay float32 (bfloat16 gained nothing there), so the ResNet, whose dense layers are all in its
+heads, is the same in both.
 """
 
 from __future__ import annotations
@@ -36,8 +35,8 @@ import jax.numpy as jnp
 
 from azjax.config import NetworkConfig
 
-__all__ = ["AUXILIARY_HEADS", "ApplyFn", "PolicyValueNet", "auxiliary_heads", "init_network",
-           "make_network", "count_flops"]
+__all__ = ["AUXILIARY_HEADS", "BODIES", "ApplyFn", "PolicyValueNet", "auxiliary_heads",
+           "count_flops", "init_network", "make_network"]
 
 # apply(variables, obs[B, *obs], *, train=False, material=False, auxiliary=False)
 #   -> (logits[B, A], value[B]); + material[B] with material=True (NetworkConfig.material_head);
@@ -48,7 +47,7 @@ MatmulDtype = Literal["float32", "bfloat16"]
 
 def _dense(matmul_dtype: MatmulDtype) -> Callable[..., nn.Dense]:
     """nn.Dense, or one whose matmul takes bfloat16 operands and accumulates (and returns) in
-    float32: plain bfloat16 output measured no faster on XLA:CPU, and it would round the sums."""
+    float32: plain bfloat16 output gains nothing on XLA:CPU, and it would round the sums."""
     if matmul_dtype == "float32":
         return nn.Dense
     return functools.partial(nn.Dense, dtype=jnp.bfloat16, dot_general=functools.partial(
@@ -103,7 +102,7 @@ class _ResNet(nn.Module):
         features = features.reshape(features.shape[0], -1)
         v = nn.relu(nn.Dense(cfg.value_hidden)(features))
         value = jnp.tanh(nn.Dense(1)(v))[:, 0]
-        return logits, value, features, x
+        return logits, value, features
 
 
 class _MLP(nn.Module):
@@ -119,7 +118,7 @@ class _MLP(nn.Module):
             x = nn.relu(dense(width)(x))
         logits = nn.Dense(self.num_actions)(x)  # heads in float32 (module docstring)
         value = jnp.tanh(nn.Dense(1)(x))[:, 0]
-        return logits, value, x, x
+        return logits, value, x
 
 
 class _ResidualMLPBlock(nn.Module):
@@ -154,48 +153,24 @@ class _ResidualMLP(nn.Module):
         logits = nn.Dense(self.num_actions)(x)  # heads in float32 (module docstring)
         v = nn.relu(nn.Dense(cfg.value_hidden)(x))
         value = jnp.tanh(nn.Dense(1)(v))[:, 0]
-        return logits, value, x, x
+        return logits, value, x
 
 
-# Each body: obs -> (logits [B, A], value [B], the value head's input [B, F], the trunk's
-# output the heads branch from: [B, H, W, C] for the ResNet, [B, F] for the MLPs).
-_BODIES = {"resnet": _ResNet, "resmlp": _ResidualMLP, "mlp": _MLP}
+# The network kinds (`NetworkConfig.kind`) and their bodies: adding a kind is a Flax module
+# here and its entry, plus its name in `NetworkConfig.kind`'s choices (tests/test_network.py
+# checks the two agree). A body is `Body(config, num_actions, matmul_dtype)`, mapping obs
+# float32 [B, *obs] to (logits float32 [B, A], value float32 [B] in [-1, 1], the value head's
+# input float32 [B, F], which the auxiliary heads read).
+BODIES: dict[str, type[nn.Module]] = {"resnet": _ResNet, "resmlp": _ResidualMLP, "mlp": _MLP}
 
 # The auxiliary heads' outputs by name (`apply(..., auxiliary=True)`), each with the
-# `NetworkConfig` switch that adds it: material float32 [B], reply_logits float32 [B, A],
-# short_value float32 [B].
-AUXILIARY_HEADS = {"material": "material_head", "reply_logits": "reply_policy_head",
-                   "short_value": "short_value_head"}
+# `NetworkConfig` switch that adds it: material float32 [B].
+AUXILIARY_HEADS = {"material": "material_head"}
 
 
 def auxiliary_heads(config: NetworkConfig) -> tuple[str, ...]:
     """The names of the auxiliary outputs a network of `config` has (`AUXILIARY_HEADS`)."""
     return tuple(name for name, switch in AUXILIARY_HEADS.items() if getattr(config, switch))
-
-
-class _ReplyPolicyHead(nn.Module):
-    """The policy head's shape over the trunk: the ResNet's 1x1 conv, then a dense layer to
-    the A logits; [B, H, W, C] or [B, F] -> float32 [B, A]."""
-
-    config: NetworkConfig
-    num_actions: int
-
-    @nn.compact
-    def __call__(self, trunk: jax.Array) -> jax.Array:
-        if trunk.ndim == 4:
-            trunk = _head_features(self.config.policy_channels, self.config.head_norm, trunk)
-        return nn.Dense(self.num_actions)(trunk.reshape(trunk.shape[0], -1))
-
-
-class _ShortValueHead(nn.Module):
-    """A value head over the value head's input: dense, ReLU, dense to one output, tanh;
-    [B, F] -> float32 [B] in [-1, 1] (the target is a mean of values and results)."""
-
-    hidden: int
-
-    @nn.compact
-    def __call__(self, features: jax.Array) -> jax.Array:
-        return jnp.tanh(nn.Dense(1)(nn.relu(nn.Dense(self.hidden)(features))))[:, 0]
 
 
 class PolicyValueNet(nn.Module):
@@ -205,7 +180,8 @@ class PolicyValueNet(nn.Module):
 
     The auxiliary heads sit beside the body's parameters, so a network without them has the
     same tree, and they run only when asked for (and at `init`, which makes their
-    parameters): the search's evaluations never compute them.
+    parameters): the search's evaluations compute the material head only for
+    `SearchConfig.material_utility`.
     """
 
     config: NetworkConfig
@@ -221,21 +197,15 @@ class PolicyValueNet(nn.Module):
             raise ValueError("material=True needs network.material_head")
         if material and auxiliary:
             raise ValueError("ask for material=True or auxiliary=True, not both")
-        body = _BODIES[cfg.kind]
-        logits, value, features, trunk = body(cfg, self.num_actions, self.matmul_dtype,
-                                              name=cfg.kind)(obs)
+        body = BODIES[cfg.kind]
+        logits, value, features = body(cfg, self.num_actions, self.matmul_dtype,
+                                       name=cfg.kind)(obs)
         wanted = auxiliary or self.is_initializing()
         heads = {}
         if cfg.material_head and (material or wanted):
             # Reads the value head's input; linear output (the target is not bounded by 1).
             m = nn.relu(nn.Dense(cfg.value_hidden, name="material_hidden")(features))
             heads["material"] = nn.Dense(1, name="material_out")(m)[:, 0]
-        if cfg.reply_policy_head and wanted:
-            heads["reply_logits"] = _ReplyPolicyHead(cfg, self.num_actions,
-                                                     name="reply_policy_head")(trunk)
-        if cfg.short_value_head and wanted:
-            heads["short_value"] = _ShortValueHead(cfg.value_hidden,
-                                                   name="short_value_head")(features)
         if material:
             return logits, value, heads["material"]
         return (logits, value, heads) if auxiliary else (logits, value)
@@ -272,9 +242,8 @@ def make_network(config: NetworkConfig, num_actions: int, *,
         chex.assert_shape(outputs[0], (batch, num_actions))
         if auxiliary:
             chex.assert_shape(outputs[1], (batch,))
-            for name, head in outputs[2].items():
-                chex.assert_shape(head, (batch, num_actions) if name == "reply_logits"
-                                  else (batch,))
+            for head in outputs[2].values():
+                chex.assert_shape(head, (batch,))
         else:
             chex.assert_shape(outputs[1:], (batch,))
         return outputs

@@ -3,8 +3,7 @@
 `init` allocates `capacity` slots once; `add` writes the masked positions after the newest;
 `sample` draws uniformly from the newest `window` positions, where the window grows on a
 schedule (a small window early keeps training on the freshest, least-wrong games).
-`sample_slots`, `gather` and `write` split `sample` into its draw and its read, and write
-refreshed positions back into their slots (reanalysis).
+`sample_slots` and `gather` are `sample`'s draw and read.
 """
 
 from __future__ import annotations
@@ -17,8 +16,7 @@ from flax import struct
 from azjax.config import ReplayConfig
 from azjax.core.types import Positions
 
-__all__ = ["ReplayBuffer", "add", "gather", "init", "sample", "sample_slots", "window_size",
-           "write"]
+__all__ = ["ReplayBuffer", "add", "gather", "init", "sample", "sample_slots", "window_size"]
 
 
 @struct.dataclass
@@ -130,15 +128,3 @@ def gather(buffer: ReplayBuffer, slots: jax.Array) -> Positions:
     batch = jax.tree.map(lambda x: x[slots], buffer.positions)
     chex.assert_tree_shape_prefix(batch, slots.shape)
     return batch
-
-
-def write(buffer: ReplayBuffer, slots: jax.Array, positions: Positions) -> ReplayBuffer:
-    """The buffer with `positions` ([B], shaped as its slots) written into `slots` (int32
-    [B]); ring order, size and counts unchanged. A slot given twice must get the same
-    position twice (which one lands is unspecified)."""
-    chex.assert_rank(slots, 1)
-    jax.tree.map(lambda new, store: chex.assert_shape(new, (*slots.shape, *store.shape[1:])),
-                 positions, buffer.positions)
-    stored = jax.tree.map(lambda store, new: store.at[slots].set(new), buffer.positions,
-                          positions)
-    return buffer.replace(positions=stored)

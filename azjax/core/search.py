@@ -33,7 +33,7 @@ import mctx
 import numpy as np
 from flax import struct
 
-from azjax.config import NetworkConfig, SearchConfig
+from azjax.config import NetworkConfig, SearchConfig, resolve_simulations
 from azjax.core.network import ApplyFn, make_network
 from azjax.core.policies import gumbel_muzero_search, muzero_search
 from azjax.envs.core import Env, material_lead
@@ -282,10 +282,11 @@ def make_search(env: Env, apply_fn: ApplyFn, config: SearchConfig):
 
     Returns:
       `search(variables, key, states, *, num_simulations=None, noise=True) -> SearchOutput`
-      over a batch of env states [B] (`num_simulations` overrides the config's). With
-      `noise=False` the search is deterministic (no Dirichlet noise for puct, `gumbel_scale=0`
-      for gumbel) and `action` is the greedy move (`config.greedy_action`; the argmax of the
-      final policy by default), as used for evaluation and play.
+      over a batch of env states [B] (`num_simulations` overrides the config's; 0 or None
+      runs the config's, `resolve_simulations`). With `noise=False` the search is
+      deterministic (no Dirichlet noise for puct, `gumbel_scale=0` for gumbel) and `action` is
+      the greedy move (`config.greedy_action`; the argmax of the final policy by default), as
+      used for evaluation and play.
     """
     if config.symmetry_average:
         apply_fn = symmetry_averaged_apply(env, apply_fn)
@@ -302,7 +303,7 @@ def make_search(env: Env, apply_fn: ApplyFn, config: SearchConfig):
 
     def search(variables: Any, key: chex.PRNGKey, states: Any, *,
                num_simulations: int | None = None, noise: bool = True) -> SearchOutput:
-        simulations = config.num_simulations if num_simulations is None else num_simulations
+        simulations = resolve_simulations(num_simulations, config)
         root = tree_root = root_fn(variables, states)
         if config.contempt:
             players = states.current_player

@@ -23,26 +23,12 @@ import jax.numpy as jnp
 from flax import struct
 
 from azjax.config import SelfPlayConfig
-from azjax.core.targets import (
-    NO_AUXILIARY_TARGETS,
-    AuxiliaryTargets,
-    StepRecord,
-    emit_positions,
-)
+from azjax.core.targets import StepRecord, emit_positions
 from azjax.core.types import Positions
 from azjax.envs.core import Env
 
-__all__ = [
-    "SelfPlayFn",
-    "StartPool",
-    "SelfPlayState",
-    "SelfPlayStats",
-    "branches_from_replay",
-    "init_selfplay",
-    "make_selfplay",
-    "resolve_lengths",
-    "zero_states",
-]
+__all__ = ["SelfPlayFn", "SelfPlayState", "SelfPlayStats", "init_selfplay", "make_selfplay",
+           "resolve_lengths", "sum_device_stats"]
 
 
 @struct.dataclass
@@ -55,32 +41,50 @@ class SelfPlayState:
     previous_emitted: jax.Array  # bool [T, B]: which of them were already emitted
 
 
+def _stat(combine: str) -> Any:
+    """A `SelfPlayStats` field and how the devices' values of it make the batch's (`combine`:
+    "sum", "mean", or "per_game": a mean weighted by each device's finished games)."""
+    return struct.field(metadata={"combine": combine})
+
+
 @struct.dataclass
 class SelfPlayStats:
-    """One chunk's counts over its B games (scalars; per device [D] inside a mesh)."""
+    """One chunk's counts over its B games (scalars; per device [D] inside a mesh).
 
-    games_finished: jax.Array  # int32 []
-    first_player_wins: jax.Array  # int32 []
-    second_player_wins: jax.Array  # int32 []
-    draws: jax.Array  # int32 [] (truncated games count as draws here)
-    mean_game_length: jax.Array  # float32 []: steps played / games finished (steady state)
-    mean_root_value: jax.Array  # float32 [], search value at the root, mover's view
+    Each field is logged as `selfplay/<name>`; its metadata says how devices combine it
+    (`sum_device_stats`). A new self-play metric is a field here and its value in
+    `_chunk_stats`.
+    """
+
+    games_finished: jax.Array = _stat("sum")  # int32 []
+    first_player_wins: jax.Array = _stat("sum")  # int32 []
+    second_player_wins: jax.Array = _stat("sum")  # int32 []
+    draws: jax.Array = _stat("sum")  # int32 [] (truncated games count as draws here)
+    # float32 []: steps played / games finished (steady state)
+    mean_game_length: jax.Array = _stat("per_game")
+    mean_root_value: jax.Array = _stat("mean")  # float32 [], search value at the root
     # int32 []: network evaluations of the chunk's searches, each 1 at the root + 1 per
     # simulation (the root's visits), fast searches (`fast_simulations`) included
-    network_evaluations: jax.Array
+    network_evaluations: jax.Array = _stat("sum")
 
 
-@struct.dataclass
-class StartPool:
-    """Positions a chunk's new games may start from (`selfplay.random_start_source: replay`):
-    P env states drawn from the replay buffer when the chunk begins."""
+def sum_device_stats(stats: SelfPlayStats) -> SelfPlayStats:
+    """The whole batch's stats from the devices' ([D] per field), each field combined as its
+    metadata says: counts summed, per-game means re-weighted by each device's finished games,
+    other means averaged."""
+    chex.assert_rank(stats.games_finished, 1)
+    finished = jnp.maximum(jnp.sum(stats.games_finished), 1).astype(jnp.float32)
+    combine = {
+        "sum": jnp.sum,
+        "mean": jnp.mean,
+        "per_game": lambda x: jnp.sum(x * jnp.maximum(stats.games_finished, 1)) / finished,
+    }
+    return stats.replace(**{f.name: combine[f.metadata["combine"]](getattr(stats, f.name))
+                            for f in dataclasses.fields(stats)})
 
-    states: Any  # env State [P]
-    available: jax.Array  # bool []: False while the buffer holds none (ordinary starts then)
 
-
-# selfplay(variables, key, state, first_game=0, start_pool=None) -> (state, positions
-# [B * 2T], emit bool [B * 2T], stats): `make_selfplay`'s function
+# selfplay(variables, key, state, first_game=0) -> (state, positions [B * 2T], emit bool
+# [B * 2T], stats): `make_selfplay`'s function
 SelfPlayFn = Callable[..., tuple[SelfPlayState, Positions, jax.Array, SelfPlayStats]]
 
 
@@ -127,57 +131,30 @@ def _sample_opening(key: chex.PRNGKey, config: SelfPlayConfig) -> jax.Array:
     return jnp.where(use, length, 0).astype(jnp.int32)
 
 
-def _fresh_games(env: Env, config: SelfPlayConfig, k_init: jax.Array, k_open: jax.Array,
-                 pool: StartPool | None = None) -> tuple[Any, jax.Array]:
+def _fresh_games(env: Env, config: SelfPlayConfig, k_init: jax.Array,
+                 k_open: jax.Array) -> tuple[Any, jax.Array]:
     """New games (env states [B]) and their random opening moves (int32 [B]), from per-game
-    keys [B]: the initial position, or with `random_start_prob` a random start, which opens
-    with no random moves: the game's own (`env.random_start`), or with
-    `random_start_source: replay` one of `pool`'s states (none without a pool or while it is
-    not available)."""
+    keys [B]: the initial position, or with `random_start_prob` the game's own random start
+    (`env.random_start`), which opens with no random moves."""
     games = jax.vmap(env.init)(k_init)
     opening = jax.vmap(_sample_opening, in_axes=(0, None))(k_open, config)
-    replay_source = config.random_start_source == "replay"
-    if config.random_start_prob > 0 and (pool is not None or not replay_source):
-        # Without it, the same draws as before the option.
+    if config.random_start_prob > 0:
         k_use, k_start = (jax.vmap(jax.random.fold_in, in_axes=(0, None))(k_init, i)
                           for i in (1, 2))
         use = jax.vmap(jax.random.uniform)(k_use) < config.random_start_prob
-        if replay_source:
-            size = jax.tree.leaves(pool.states)[0].shape[0]
-            pick = jax.vmap(lambda k: jax.random.randint(k, (), 0, size))(k_start)
-            starts = jax.tree.map(lambda x: x[pick], pool.states)
-            use = use & pool.available
-        else:
-            starts = jax.vmap(env.random_start)(k_start)
-        games = _select_games(use, starts, games)
+        games = _select_games(use, jax.vmap(env.random_start)(k_start), games)
         opening = jnp.where(use, 0, opening)
     return games, opening
 
 
-def branches_from_replay(config: SelfPlayConfig) -> bool:
-    """Whether new games may start from positions of the replay buffer (`random_start_prob`
-    > 0 with `random_start_source: replay`)."""
-    return config.random_start_prob > 0 and config.random_start_source == "replay"
-
-
-def zero_states(env: Env, leading_shape: tuple[int, ...]) -> Any:
-    """All-zero env states shaped as the game's, with `leading_shape` in front of each leaf
-    (a buffer's or a record's slots to fill)."""
-    example = jax.eval_shape(env.init, jax.random.PRNGKey(0))
-    return jax.tree.map(lambda x: jnp.zeros((*leading_shape, *x.shape), x.dtype), example)
-
-
 def _check_random_start(env: Env, config: SelfPlayConfig) -> None:
-    """Raises ValueError when `random_start_prob` is set for a game with no random starts
-    (the replay source needs none: it starts from the buffer's positions)."""
-    if (config.random_start_prob > 0 and config.random_start_source == "env"
-            and not env.supports("random_start")):
+    """Raises ValueError when `random_start_prob` is set for a game with no random starts."""
+    if config.random_start_prob > 0 and not env.supports("random_start"):
         raise ValueError(f"selfplay.random_start_prob is {config.random_start_prob}, but "
                          f"{env.name} has no random start positions (Env.random_start)")
 
 
-def _empty_records(env: Env, length: int, batch: int, material: bool,
-                   states: bool = False) -> StepRecord:
+def _empty_records(env: Env, length: int, batch: int, material: bool) -> StepRecord:
     return StepRecord(
         observation=jnp.zeros((length, batch, *env.observation_shape), jnp.float32),
         policy=jnp.zeros((length, batch, env.num_actions), jnp.float32),
@@ -189,20 +166,17 @@ def _empty_records(env: Env, length: int, batch: int, material: bool,
         truncated=jnp.zeros((length, batch), jnp.bool_),
         valid=jnp.zeros((length, batch), jnp.bool_),
         material=jnp.zeros((length, batch, 2), jnp.float32) if material else None,
-        state=zero_states(env, (length, batch)) if states else None,
     )
 
 
 def init_selfplay(env: Env, config: SelfPlayConfig, key: chex.PRNGKey, *,
-                  material: bool = False, states: bool = False) -> SelfPlayState:
+                  material: bool = False) -> SelfPlayState:
     """Fresh games and an empty record of the previous chunk.
 
     Args:
       env: the game; config: self-play settings (B = `batch_size`, T the resolved chunk).
       key: PRNG key for the games' starts and random openings.
       material: whether the records carry both players' material (a run with a material head).
-      states: whether the records carry each position's env state (a run that reanalyses or
-        branches from the replay buffer); the positions then carry it and their outcome.
 
     Returns:
       A `SelfPlayState`: games env states [B], opening_moves int32 [B], previous a
@@ -216,7 +190,7 @@ def init_selfplay(env: Env, config: SelfPlayConfig, key: chex.PRNGKey, *,
     return SelfPlayState(
         games=games,
         opening_moves=opening,
-        previous=_empty_records(env, chunk, config.batch_size, material, states),
+        previous=_empty_records(env, chunk, config.batch_size, material),
         previous_emitted=jnp.zeros((chunk, config.batch_size), jnp.bool_),
     )
 
@@ -227,9 +201,9 @@ def _search_each_game(search_fn, variables: Any, keys: jax.Array, games: Any,
 
     mctx draws its noise for the whole batch from one key, so a game's moves would depend on
     which games share its batch; searched one by one they depend on the game's key alone, and
-    B games split over D devices play exactly as on one device. The search alone ran about as
-    fast as one batched search here, but a whole self-play chunk ran 0.80x as fast
-    (docs/scaling.md), hence `SelfPlayConfig.per_game_randomness` is off by default.
+    B games split over D devices play exactly as on one device. A whole self-play chunk runs
+    slower this way (docs/scaling.md), hence `SelfPlayConfig.per_game_randomness` is off by
+    default.
     """
 
     def one(key, game):
@@ -240,8 +214,7 @@ def _search_each_game(search_fn, variables: Any, keys: jax.Array, games: Any,
     return jax.vmap(one)(keys, games)
 
 
-def make_selfplay(env: Env, search_fn: Callable[..., Any], config: SelfPlayConfig, *,
-                  auxiliary: AuxiliaryTargets = NO_AUXILIARY_TARGETS) -> SelfPlayFn:
+def make_selfplay(env: Env, search_fn: Callable[..., Any], config: SelfPlayConfig) -> SelfPlayFn:
     """Self-play of `config.batch_size` lockstep games, one chunk of T steps per call.
 
     With `config.per_game_randomness`, every random draw of game b at step t comes from
@@ -253,22 +226,14 @@ def make_selfplay(env: Env, search_fn: Callable[..., Any], config: SelfPlayConfi
     A state from `init_selfplay(..., material=True)` also records both players' material after
     every step (`Env.material`), and the positions carry their game's final material difference
     (`Positions.material`); the state's pytree structure decides, so it is fixed at trace time.
-    Likewise a state from `init_selfplay(..., states=True)` records every position's env state
-    before its move, and the positions carry it (`Positions.state`) and their game's outcome
-    (`Positions.outcome`).
-
-    With `random_start_source: replay`, `start_pool` (a `StartPool`) holds the states a new
-    game may start from; without one, games start as without random starts.
-
     Args:
       env: the game (its states batched [B]).
       search_fn: `azjax.core.search.make_search(...)`'s function.
       config: self-play settings; B = `batch_size`, T = the resolved `chunk_length`.
-      auxiliary: the auxiliary targets the positions carry (`emit_positions`).
 
     Returns:
-      `selfplay(variables, key, state, first_game=0, start_pool=None) -> (state, positions,
-      emit, stats)`, pure
+      `selfplay(variables, key, state, first_game=0) -> (state, positions, emit, stats)`,
+      pure
       (jit it): `state` a `SelfPlayState` from `init_selfplay`; positions `Positions`
       [B * 2T], game by game (each game's window of the previous and this chunk); emit bool
       [B * 2T], the positions whose game ended in this chunk and that were not emitted before;
@@ -279,8 +244,7 @@ def make_selfplay(env: Env, search_fn: Callable[..., Any], config: SelfPlayConfi
     """
     chunk, max_length = resolve_lengths(env, config)
     _check_random_start(env, config)
-    return functools.partial(_play_chunk, _ChunkSetup(env, search_fn, config, chunk, max_length,
-                                                      auxiliary))
+    return functools.partial(_play_chunk, _ChunkSetup(env, search_fn, config, chunk, max_length))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -292,23 +256,20 @@ class _ChunkSetup:
     config: SelfPlayConfig
     chunk: int  # T: steps per chunk
     max_length: int  # plies after which a game is truncated
-    auxiliary: AuxiliaryTargets = NO_AUXILIARY_TARGETS  # the targets beside value and policy
 
 
 def _play_chunk(setup: _ChunkSetup, variables: Any, key: chex.PRNGKey, state: SelfPlayState,
-                first_game: jax.Array | int = 0, start_pool: StartPool | None = None):
+                first_game: jax.Array | int = 0):
     """`make_selfplay`'s function: T lockstep steps in a `lax.scan`, then the positions whose
     games ended, each once, and the chunk's stats."""
     keys = jax.random.split(key, setup.chunk)
     first_game = jnp.asarray(first_game, jnp.uint32)
-    recorded = (state.previous.material is not None, state.previous.state is not None)
+    material = state.previous.material is not None
     (games, opening), (records, root_values, evaluations) = jax.lax.scan(
-        lambda carry, k: _play_step(setup, variables, carry, k, first_game, recorded,
-                                    start_pool),
+        lambda carry, k: _play_step(setup, variables, carry, k, first_game, material),
         (state.games, state.opening_moves), keys)
     positions, emit, emitted_now = emit_positions(
-        state.previous, state.previous_emitted, records, setup.config.search_value_weight,
-        auxiliary=setup.auxiliary)
+        state.previous, state.previous_emitted, records, setup.config.search_value_weight)
     window = 2 * setup.chunk * setup.config.batch_size
     chex.assert_shape(emit, (window,))
     chex.assert_shape(positions.value, (window,))
@@ -340,14 +301,12 @@ def _chunk_stats(records: StepRecord, root_values: jax.Array,
 
 
 def _play_step(setup: _ChunkSetup, variables: Any, carry: tuple[Any, jax.Array],
-               key: chex.PRNGKey, first_game: jax.Array, recorded: tuple[bool, bool],
-               start_pool: StartPool | None = None):
+               key: chex.PRNGKey, first_game: jax.Array, material: bool):
     """One lockstep step of the B games: search, pick the moves, play them, record, reset the
-    finished games. carry: (env states [B], opening moves int32 [B]); recorded: whether the
-    records carry (material, env states); returns the new carry and (the step's `StepRecord`
+    finished games. carry: (env states [B], opening moves int32 [B]); material: whether the
+    records carry both players' material; returns the new carry and (the step's `StepRecord`
     [B], the search's root values float32 [B], its network evaluations int32 [])."""
     env, config = setup.env, setup.config
-    material, states = recorded
     games, opening = carry
     per_game = config.per_game_randomness
     k_search, k_random, k_init, k_open = _step_keys(key, first_game, config.batch_size,
@@ -375,9 +334,8 @@ def _play_step(setup: _ChunkSetup, variables: Any, carry: tuple[Any, jax.Array],
         truncated=truncated | stepped.truncated,
         valid=jnp.ones((config.batch_size,), jnp.bool_),
         material=jax.vmap(env.material)(stepped) if material else None,
-        state=games if states else None,
     )
-    fresh, new_opening = _fresh_games(env, config, k_init, k_open, start_pool)
+    fresh, new_opening = _fresh_games(env, config, k_init, k_open)
     games = _select_games(done, fresh, stepped)
     opening = jnp.where(done, new_opening, opening)
     # Each search evaluates its root once and once per simulation; every simulation visits

@@ -5,40 +5,22 @@ carries, per game slot, the result of the game that a position belongs to; `done
 consecutive games in a slot (finished games reset in place). z for a position is that result
 for the player who was to move there — never assuming alternation. A run with a material head
 carries the game's final material the same way (its target: mine minus theirs at the end).
-
-Auxiliary targets (`AuxiliaryTargets`, a run's auxiliary heads) read a position's future the
-same way: a position is emitted only once its game has ended inside the window, and a game
-lasts at most T steps, so every later position of its game is in the window too, wherever the
-game started (a game that started in the previous chunk has its first positions in the
-window's first half).
 """
 
 from __future__ import annotations
 
-import dataclasses
-from typing import Any
-
 import chex
 import jax
 import jax.numpy as jnp
+from flax import struct
 
-from azjax.config import ExperimentConfig
-from azjax.core.types import Positions, struct_with_late_fields
+from azjax.core.types import Positions
 from azjax.envs.core import material_lead
 
-__all__ = [
-    "NO_AUXILIARY_TARGETS",
-    "AuxiliaryTargets",
-    "StepRecord",
-    "emit_positions",
-    "material_targets",
-    "reply_policy_targets",
-    "short_value_targets",
-    "value_targets",
-]
+__all__ = ["StepRecord", "emit_positions", "material_targets", "value_targets"]
 
 
-@struct_with_late_fields("state")
+@struct.dataclass
 class StepRecord:
     """One self-play step of every game; leading shape [T, B] in a chunk."""
 
@@ -54,31 +36,6 @@ class StepRecord:
     # float32 [..., 2]: each player's material after the step (`Env.material`), recorded only
     # for a run with a material head (None otherwise)
     material: jax.Array | None = None
-    # env State [...]: the position before the step, recorded only for a run that reanalyses
-    # or branches from the buffer (None otherwise)
-    state: Any = None
-
-
-@dataclasses.dataclass(frozen=True)
-class AuxiliaryTargets:
-    """The auxiliary targets `emit_positions` adds to the positions; none by default."""
-
-    reply_policy: bool = False
-    """`Positions.reply_policy`: the next position's search policy (`reply_policy_targets`)."""
-    short_value_horizon: float = 0.0
-    """Above 0, `Positions.short_value` with this horizon (`short_value_targets`)."""
-
-    @classmethod
-    def from_config(cls, config: ExperimentConfig) -> AuxiliaryTargets:
-        """The targets of an experiment's auxiliary heads (`network.reply_policy_head`,
-        `network.short_value_head` with `selfplay.short_value_horizon`)."""
-        net = config.network
-        return cls(reply_policy=net.reply_policy_head,
-                   short_value_horizon=config.selfplay.short_value_horizon
-                   if net.short_value_head else 0.0)
-
-
-NO_AUXILIARY_TARGETS = AuxiliaryTargets()  # the default: value and policy targets only
 
 
 def value_targets(records: StepRecord) -> tuple[jax.Array, jax.Array, jax.Array]:
@@ -114,67 +71,6 @@ def material_targets(records: StepRecord) -> jax.Array:
     return _final_results(records)[3]
 
 
-def reply_policy_targets(records: StepRecord) -> jax.Array:
-    """The search policy of the next position of each position's game.
-
-    In an alternating game that is the opponent's reply (KataGo's opponent-policy target).
-    Where the same player moves again (a move that does not pass the turn) it is still the next
-    decision's policy, not masked: actions are the same ids whoever moves and the game's
-    symmetries permute them alike in every position, so the target is well defined, and its
-    expectation over the move played is what the head can learn from the position.
-
-    Args:
-      records: `StepRecord` [T, B], consecutive steps of B game slots.
-
-    Returns:
-      float32 [T, B, A]; all zeros, no target, where the game ended at the position (no next
-      one), where the next one searched fast under playout-cap randomisation (its own policy
-      target is all zeros), and at the last record.
-    """
-    chex.assert_rank(records.policy, 3)
-    chex.assert_equal_shape_prefix([records.policy, records.done], 2)
-    follows = ~records.done[:-1, :, None]  # position t + 1 is the same game's next
-    later = jnp.where(follows, records.policy[1:], 0.0)
-    return jnp.concatenate([later, jnp.zeros_like(records.policy[:1])])
-
-
-def short_value_targets(records: StepRecord, horizon: float) -> jax.Array:
-    """A short-horizon value for the player to move: KataGo's short-term value target.
-
-    y_t = q_t / h + (1 - 1/h) x (z_t where the game ended at t, else y_{t+1} for the player
-    to move at t), q the search's root value and z the result, each for its position's mover:
-    the search values of the position and the next ones of its game weighted by 1/h, (1 - 1/h)
-    / h, ..., and the game's result taking the weight left at its end. The sign follows whose
-    move each position is, never assuming alternation. An average of many searches' values
-    has less noise than one search's value h plies later, and a game that ends within the
-    horizon needs no special case.
-
-    Args:
-      records: `StepRecord` [T, B], consecutive steps of B game slots.
-      horizon: h >= 1; the target looks about h - 1 plies ahead (h = 1: q_t itself).
-
-    Returns:
-      float32 [T, B]; meaningful where the game ended within the records (with a result: a
-      truncated game's tail is its recorded reward, excluded by `value_mask`).
-    """
-    chex.assert_rank(records.player, 2)
-    chex.assert_equal_shape([records.player, records.done, records.search_value])
-    now = 1.0 / horizon
-
-    def back(carry, record):
-        later, later_player = carry  # y_{t+1}, for the player to move at t + 1
-        z = jnp.take_along_axis(record.rewards, record.player[:, None], axis=1)[:, 0]
-        sign = jnp.where(later_player == record.player, 1.0, -1.0)
-        tail = jnp.where(record.done, z, sign * later)
-        short = now * record.search_value + (1.0 - now) * tail
-        return (short, record.player), short
-
-    batch = records.player.shape[1]
-    init = (jnp.zeros((batch,), jnp.float32), jnp.zeros((batch,), jnp.int32))
-    _, short = jax.lax.scan(back, init, records, reverse=True)
-    return short
-
-
 def _final_results(records: StepRecord):
     """One backward scan carrying each slot's final rewards (and material, if recorded) from
     the step that ended its game back to the game's positions: (z, finished, known, material
@@ -204,8 +100,7 @@ def _final_results(records: StepRecord):
 
 
 def emit_positions(previous: StepRecord, previous_emitted: jax.Array, current: StepRecord,
-                   search_value_weight: float = 0.0, *,
-                   auxiliary: AuxiliaryTargets = NO_AUXILIARY_TARGETS):
+                   search_value_weight: float = 0.0):
     """Positions whose game ended by the end of `current`, each emitted exactly once.
 
     Args:
@@ -214,7 +109,6 @@ def emit_positions(previous: StepRecord, previous_emitted: jax.Array, current: S
       search_value_weight: the value target is (1 - w) z + w q, q the search's root value.
         Averaging the two trades z's noise (one sampled game) for q's bias (the network's own
         estimate); w = 0 is AlphaZero's target.
-      auxiliary: the auxiliary targets to add (`Positions.reply_policy`, `short_value`).
 
     Returns:
       positions: Positions [B * 2T], game by game; emit: bool [B * 2T]; current_emitted:
@@ -234,11 +128,6 @@ def emit_positions(previous: StepRecord, previous_emitted: jax.Array, current: S
         value=(1.0 - search_value_weight) * z + search_value_weight * window.search_value,
         value_mask=known & ~window.in_opening,
         material=material,
-        state=window.state,
-        outcome=None if window.state is None else z,
-        reply_policy=reply_policy_targets(window) if auxiliary.reply_policy else None,
-        short_value=(short_value_targets(window, auxiliary.short_value_horizon)
-                     if auxiliary.short_value_horizon else None),
     )
     # Game by game ([B, 2T] flattened): a device holding some of the games then holds a
     # contiguous block of the positions, in the order one device would emit them.

@@ -1,13 +1,12 @@
 """azjax's batched tree-search loop over mctx's public `Tree`: expand the root, then per
 simulation walk to a leaf, expand it and back its value up.
 
-mctx 0.0.x writes its walk and backup for one tree and `jax.vmap`s them. Under vmap a
+mctx writes its walk and backup for one tree and `jax.vmap`s them. Under vmap a
 `lax.while_loop` with a per-game condition runs until the batch's longest path has ended and,
 on every step, `select`s between the old and the new value of everything it carries: the
-backup carries the whole tree, so a simulation cost O(B x nodes x depth) instead of
-O(B x depth) (mctx on 64 connect-four positions, Gumbel: 2.8 us per simulation and game at 32
-simulations, 80 us at 512; `benchmarks/bench_search_loop.py`), and the walk evaluated both
-the root's and the interior's rule on each step.
+backup carries the whole tree, so a simulation costs O(B x nodes x depth) instead of
+O(B x depth) (`benchmarks/bench_search_loop.py` times both, docs/benchmarks.md), and the walk
+evaluates both the root's and the interior's rule on each step.
 Here both loops are written over the batch: the root rule runs once per walk, outside the
 loop; the backup reads one path node per game and writes it back with a scatter, which XLA
 does in place.

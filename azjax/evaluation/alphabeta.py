@@ -37,9 +37,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from azjax.envs.core import Env, GameState
 from azjax.evaluation.baselines import Player
 from azjax.evaluation.hashing import hash32, hash_seeds
-from azjax.envs.core import Env, GameState
 
 __all__ = ["ENGINE_VERSION", "AlphaBetaConfig", "SearchResult", "alphabeta_player",
            "alphabeta_search", "anchor_name", "position_hash"]

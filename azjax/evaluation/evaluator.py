@@ -17,7 +17,9 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from azjax.agent import default_simulations
 from azjax.config import ConfigError, ExperimentConfig
+from azjax.envs.core import Env, GameState
 from azjax.evaluation.arena import (
     PAIRED_OPENING_PLIES,
     ArenaResult,
@@ -34,13 +36,12 @@ from azjax.evaluation.oracle_score import (
     stack_oracle_sets,
 )
 from azjax.evaluation.players import (
-    SEARCHING_BASELINES,
     arena_opening_plies,
     make_opponent,
     network_player,
     search_player,
+    searching_baseline,
 )
-from azjax.envs.core import Env, GameState
 
 __all__ = ["PERFECT_RAW_ERROR", "Evaluator", "arenas_due", "is_perfect"]
 
@@ -96,7 +97,7 @@ class Evaluator:
     def __init__(self, env: Env, config: ExperimentConfig, apply_fn: Callable,
                  search_fn: Callable, *, params_example: Any = None):
         self.env, self.config = env, config
-        self.num_simulations = config.eval.num_simulations or config.search.num_simulations
+        self.num_simulations = default_simulations(config)
         self.opponents = {name: make_opponent(env, name) for name in config.eval.opponents}
         self.apply_fn = apply_fn
         self.search_fn = search_fn
@@ -155,10 +156,10 @@ class Evaluator:
 
     def _arena_groups(self) -> list[list[str]]:
         """The opponents by arena: the cheap ones share one lockstep arena (one copy of the
-        search in the program); each mcts:N and alphabeta:D opponent gets an arena of its own,
-        as in a shared one its search would run in every game (a player acts on the whole
-        batch)."""
-        heavy = [name for name in self.opponents if name.startswith(SEARCHING_BASELINES)]
+        search in the program); each baseline that searches (`searching_baseline`: mcts:N,
+        alphabeta:D) gets an arena of its own, as in a shared one its search would run in
+        every game (a player acts on the whole batch)."""
+        heavy = [name for name in self.opponents if searching_baseline(name)]
         shared = [name for name in self.opponents if name not in heavy]
         return ([shared] if shared else []) + [[name] for name in heavy]
 

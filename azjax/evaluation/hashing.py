@@ -1,8 +1,8 @@
 """Counter-based random numbers by hashing, for arenas, baselines and oracle players.
 
-Each threefry call site (`jax.random`) costs ~1 s of XLA compile time on a small CPU, and
-threefry inside the search's loops also ran ~7x slower than this hash: the players and arenas
-of `azjax.evaluation` draw their randomness from `hash32` of a seed and a counter instead.
+Each threefry call site (`jax.random`) adds XLA compile time, and threefry inside the search's
+loops runs slower than one integer hash: the players and arenas of `azjax.evaluation` draw
+their randomness from `hash32` of a seed and a counter instead.
 Shape legend: A actions.
 """
 

@@ -15,9 +15,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from azjax.envs.core import GameState
 from azjax.evaluation.baselines import Player
 from azjax.evaluation.oracle import OracleSet, wrong_moves
-from azjax.envs.core import GameState
 
 __all__ = ["count_oracle_errors", "error_percent", "oracle_error_metrics", "oracle_errors",
            "stack_oracle_sets"]

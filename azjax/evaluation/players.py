@@ -13,36 +13,51 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from azjax.config import parse_baseline
+from azjax.config import BASELINES, baseline_forms, baseline_kind, parse_baseline
 from azjax.core.search import masked_logits
+from azjax.envs.core import Env, GameState
 from azjax.evaluation import alphabeta, baselines
 from azjax.evaluation.arena import PAIRED_OPENING_PLIES
 from azjax.evaluation.baselines import Player
-from azjax.envs.core import Env, GameState
 
-__all__ = ["SEARCHING_BASELINES", "arena_opening_plies", "is_baseline", "make_opponent",
-           "network_player", "search_player"]
+__all__ = ["OPPONENT_MAKERS", "arena_opening_plies", "is_baseline", "make_opponent",
+           "network_player", "search_player", "searching_baseline"]
 
-SEARCHING_BASELINES = ("mcts:", "alphabeta:")
-"""Name prefixes of the baselines that search (mcts:N, alphabeta:D): costly per move."""
+OPPONENT_MAKERS: dict[str, Callable[[Env, int], Player]] = {
+    "random": lambda env, count: baselines.random_player(env),
+    "greedy": lambda env, count: baselines.greedy_player(env),
+    "mcts": baselines.mcts_player,
+    "alphabeta": alphabeta.alphabeta_player,
+}
+"""Each baseline kind's player, `maker(env, count) -> Player` (the count is 0 for a kind
+named alone), keyed by the names of `azjax.config.BASELINES`, which says how each is written
+and how arenas treat it. Adding an opponent: its entry there, its maker here."""
 
 
 def is_baseline(name: str) -> bool:
-    """Whether `make_opponent` plays `name` (random, greedy, mcts:N, alphabeta:D); else it is
-    an agent's spec (a game id, run dir or model dir)."""
-    return name in ("random", "greedy") or name.startswith(SEARCHING_BASELINES)
+    """Whether `make_opponent` plays `name` (a kind of `BASELINES`: random, greedy, mcts:N,
+    alphabeta:D, ...); else it is an agent's spec (a game id, run dir or model dir)."""
+    return baseline_kind(name) is not None
+
+
+def searching_baseline(name: str) -> bool:
+    """Whether `name` is a baseline that searches at every move (mcts:N, alphabeta:D): costly,
+    so each such opponent plays an arena of its own (`BaselineKind.searches`)."""
+    kind = baseline_kind(name)
+    return kind is not None and BASELINES[kind].searches
 
 
 def arena_opening_plies(name: str) -> int:
     """The paired random opening plies of an arena of greedy search against opponent `name`.
 
-    `PAIRED_OPENING_PLIES` against agents (a spec) and alpha-beta (alphabeta:D): their moves
-    are fixed by the position (alpha-beta's seeded tie-break only picks among moves of exactly
-    equal value), so from the start position two such players replay a handful of games
+    `PAIRED_OPENING_PLIES` against agents (a spec) and baselines whose moves the position fixes
+    (`BaselineKind.fixed_moves`: alphabeta:D, whose seeded tie-break only picks among moves of
+    exactly equal value): from the start position two such players replay a handful of games
     however many are asked for, and a score over them counts far fewer independent games than
     it seems to. 0 against random, greedy and mcts:N, which sample their moves.
     """
-    if is_baseline(name) and not name.startswith("alphabeta:"):
+    kind = baseline_kind(name)
+    if kind is not None and not BASELINES[kind].fixed_moves:
         return 0
     return PAIRED_OPENING_PLIES
 
@@ -52,26 +67,21 @@ def make_opponent(env: Env, name: str) -> Player:
 
     Args:
       env: the game.
-      name: ``random``, ``greedy``, ``mcts:N`` (N >= 1 simulations) or ``alphabeta:D``
-        (alpha-beta to D >= 1 whole moves over the game's `heuristic_value`).
+      name: a baseline of `BASELINES`: ``random``, ``greedy``, ``mcts:N`` (N >= 1
+        simulations) or ``alphabeta:D`` (alpha-beta to D >= 1 whole moves over the game's
+        `heuristic_value`).
 
     Returns:
       The memoised baseline player (the same object for the same arguments).
 
     Raises:
-      ValueError: an unknown name or a bad simulation count.
+      ValueError: an unknown name or a bad count.
     """
     if not is_baseline(name):
-        raise ValueError(f"unknown opponent {name!r}: use random, greedy, mcts:N, alphabeta:D "
-                         f"or a model spec")
+        raise ValueError(f"unknown opponent {name!r}: use {', '.join(baseline_forms())} or a "
+                         f"model spec")
     kind, count = parse_baseline(name)
-    if kind == "random":
-        return baselines.random_player(env)
-    if kind == "greedy":
-        return baselines.greedy_player(env)
-    if kind == "mcts":
-        return baselines.mcts_player(env, count)
-    return alphabeta.alphabeta_player(env, count)
+    return OPPONENT_MAKERS[kind](env, count)
 
 
 def network_player(env: Env, apply_fn: Callable, params: Any) -> Player:

@@ -86,7 +86,7 @@ class RunCheckpointer:
         Args:
           iteration: the checkpoint's number.
           abstract_state: the state's structure, shapes, dtypes and shardings
-            (`Learner.abstract_state`), which the restored arrays take.
+            (`Trainer.abstract_state`), which the restored arrays take.
 
         Raises:
           CheckpointError: the checkpoint is corrupt or does not match `abstract_state`.

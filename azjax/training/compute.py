@@ -5,8 +5,8 @@ metrics.jsonl gets:
 - `flops/<part>` and `flops/total`: the FLOPs spent so far over the whole run (resumed segments
   continue the totals), and `iteration_flops/<part>`, `iteration_flops/total`: this
   iteration's. A part is every `<part>/network_evaluations` metric (self-play's counted by its
-  searches, `SelfPlayStats.network_evaluations`; any other part that evaluates the network,
-  e.g. reanalysis, by its own) times the FLOPs of one evaluation, and `train`: the update steps
+  searches, `SelfPlayStats.network_evaluations`; any other part that evaluates the network
+  by its own) times the FLOPs of one evaluation, and `train`: the update steps
   (`train/update_steps`) x `train.batch_size` x the FLOPs of one trained sample;
 - `eval_wall_s`: the seconds spent evaluating so far (each evaluation's are its `eval/seconds`),
   and `train_wall_s` = `wall_s` - `eval_wall_s`: self-play, training and checkpointing.
@@ -23,12 +23,14 @@ from typing import Any
 import jax
 
 from azjax.config import ExperimentConfig
+from azjax.core import replay as replay_lib
 from azjax.core.network import count_flops, init_network, make_network
 from azjax.core.search import symmetry_averaged_apply, symmetry_permutations
+from azjax.core.steps import make_steps
 from azjax.envs.core import Env
 
 __all__ = ["ComputeTotals", "FlopCosts", "costs_from_counts", "flop_costs",
-           "forward_flops_per_evaluation", "iteration_flops"]
+           "forward_flops_per_evaluation", "iteration_flops", "update_flops"]
 
 EVALUATIONS = "/network_evaluations"  # the suffix of a part's evaluation count
 FORWARD_BATCH = 256  # a realistic batch: XLA's count at batch 1 can misreport
@@ -74,8 +76,37 @@ def forward_flops_per_evaluation(env: Env, config: ExperimentConfig,
     return count_flops(apply_fn, variables, env.observation_shape, batch_size) / batch_size
 
 
+def update_flops(env: Env, config: ExperimentConfig, compiled: Any = None) -> float:
+    """FLOPs of one update step at `train.batch_size` (sampling, augmentation, forward,
+    backward and the optimizer), from XLA's cost analysis of one compiled step.
+
+    Always a single step on one device: XLA's analysis counts a scan's body once (so not the
+    `updates_per_call` scan), and a partitioned program's is one device's share.
+
+    Args:
+      env: the game; config: the experiment.
+      compiled: that step already compiled (`Trainer.compiled_update`), or None to compile one.
+
+    Returns:
+      The step's floating-point operations (0.0 if XLA reports none).
+    """
+    if compiled is None:
+        train = dataclasses.replace(config.train, updates_per_call=1)
+        steps = make_steps(env, config.network, config.search, config.selfplay, train,
+                           config.replay, gating=config.eval.gating)
+        key = jax.random.PRNGKey(0)
+        abstract = jax.eval_shape(steps.init, key)
+        compiled = jax.jit(steps.update).lower(
+            abstract.train, abstract.replay, key,
+            replay_lib.window_size(config.replay, 0)).compile()
+    analysis = compiled.cost_analysis()
+    if isinstance(analysis, list):
+        analysis = analysis[0] if analysis else {}
+    return float((analysis or {}).get("flops", 0.0))
+
+
 def flop_costs(env: Env, config: ExperimentConfig, update_flops: float) -> FlopCosts:
-    """The run's `FlopCosts`, from `update_flops` (`Learner.update_flops`).
+    """The run's `FlopCosts`, from one update step's FLOPs (`update_flops`).
 
     A trained sample costs a forward and a backward pass, so XLA's count is kept only when it
     is at least one forward pass per sample; else the sample is counted as 3 forward passes.

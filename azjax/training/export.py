@@ -215,11 +215,6 @@ def _what_it_is(config, extra: dict, storage_dtype: str) -> list[str]:
         shape += (" (+ a material head, trained as an auxiliary target; "
                   + (f"the search adds {search.material_utility} x its prediction)"
                      if search.material_utility else "play does not read it)"))
-    extra_heads = [name for name, on in (("reply-policy", net.reply_policy_head),
-                                         ("short-value", net.short_value_head)) if on]
-    if extra_heads:
-        shape += (f" (+ {' and '.join(extra_heads)} head{'s' if len(extra_heads) > 1 else ''}, "
-                  "trained as auxiliary targets; play does not read them)")
     lines = [
         f"An AlphaZero-style agent for {config.game}, trained by azjax from self-play alone: "
         "a policy-and-value network that guides a tree search.",

@@ -11,9 +11,7 @@ from typing import Any
 __all__ = ["MetricsLogger", "machine_description", "plot_curves", "read_metrics"]
 
 _CURVES = (  # (title, metric keys) per panel of curves.png
-    # material, reply_policy, short_value: with those auxiliary heads
-    ("loss", ("loss/value", "loss/policy", "loss/material", "loss/reply_policy",
-              "loss/short_value")),
+    ("loss", ("loss/value", "loss/policy", "loss/material")),  # material: with its head
     ("oracle error (%)", ("eval/oracle/raw_error", "eval/oracle/search_error")),
     ("arena score", None),  # every opponent the run met: `_arena_keys`
     ("self-play results", ("selfplay/first_player_win_rate", "selfplay/draw_rate")),

@@ -1,0 +1,169 @@
+"""One `train` call is one segment of a run: started afresh or resumed from its checkpoint.
+
+`start_segment` opens the run dir (every error about it raised before anything is written),
+builds the trainer and the evaluator, starts or restores the run state and logs where the
+segment runs. It returns the two records the loop carries: `Segment`, what the call works
+with and never changes, and `LoopState`, what changes from one iteration to the next.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from azjax import envs
+from azjax.config import ExperimentConfig, with_game_dir
+from azjax.core.layout import local_copy, make_mesh, mesh_description, updates_on_one_device
+from azjax.core.steps import RunState
+from azjax.training.checkpoint import RunCheckpointer
+from azjax.training.compute import ComputeTotals, FlopCosts, flop_costs
+from azjax.training.main_process import MainProcess
+from azjax.training.metrics import MetricsLogger, read_metrics
+from azjax.training.run_dir import open_run
+from azjax.training.trainer import Trainer
+
+__all__ = ["LoopState", "Segment", "start_segment"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Segment:
+    """What one `train` call (one segment of a run, resumed or not) works with, unchanged."""
+
+    config: ExperimentConfig
+    run_dir: Path
+    trainer: Trainer  # the loop trains each iteration with it
+    evaluator: Any  # `azjax.evaluation.evaluator.Evaluator` or what `evaluator_factory` builds
+    checkpointer: RunCheckpointer
+    logger: MetricsLogger
+    main: MainProcess
+    # Evaluation and snapshots work on a plain copy of the replicated params (every process
+    # evaluates alike, so that gating and the perfect-play stop agree without messages).
+    host_params: Callable[[Any], Any]
+    train_key: jax.Array
+    eval_key: jax.Array
+    started: float  # time.perf_counter() when the call started
+    wall_offset: float  # the wall seconds of the run's earlier segments
+    positions_per_iteration: int
+    costs: FlopCosts  # FLOPs per network evaluation and per trained sample
+
+    def wall_s(self) -> float:
+        """The run's wall seconds so far, earlier segments included."""
+        return self.wall_offset + time.perf_counter() - self.started
+
+
+@dataclasses.dataclass
+class LoopState:
+    """What changes from one iteration to the next."""
+
+    state: RunState
+    iteration: int
+    time_to_perfect: float | None
+    untrained: Any  # the untrained network's params, until the first evaluation scores them
+    snapshotted: int  # the last iteration snapshotted in this segment, or the one resumed from
+    compute: ComputeTotals  # the run's FLOPs and evaluation seconds so far
+    last_record: dict[str, Any] = dataclasses.field(default_factory=dict)
+    budget_spent: str | None = None  # why no further iteration fits the budget (`over_budget`)
+    train_s: float = 0.0  # the last iteration's training and evaluation: the look-ahead
+    eval_s: float = 0.0
+    # What an error between iterations needs to keep the work done since the last checkpoint.
+    state_is_whole: bool = True  # False while an iteration holds `state`'s donated buffers
+    unlogged: dict[str, Any] | None = None  # this iteration's record, until it is logged
+
+
+def start_segment(config: ExperimentConfig, run_dir: Path, evaluator_factory: Callable | None,
+                  started: float) -> tuple[Segment, LoopState]:
+    """Opens the run dir (errors before anything is written), builds the trainer and the
+    evaluator, starts or restores the run state and logs where the segment runs.
+
+    Args:
+      config: the requested experiment (`open_run` says what a resume takes from it).
+      run_dir: the run dir.
+      evaluator_factory: builds the evaluator as `train` documents; None for `Evaluator`.
+      started: time.perf_counter() when the call started.
+
+    Returns:
+      (segment, loop): what the call works with, and the loop's state at its start.
+    """
+    from azjax.evaluation.evaluator import Evaluator  # late: imports baselines and oracles
+
+    # The game was made (and a game of your own checked with `envs.check_env`) when the config
+    # was built; the run records where its module was found.
+    config, resume = open_run(run_dir, with_game_dir(config))
+    env = envs.make(config.game)
+    mesh = make_mesh()
+    # Checks that the batches split over the mesh.
+    trainer = Trainer(env, config, mesh=mesh, updates_on_one_device=updates_on_one_device(mesh))
+    main = MainProcess(run_dir, enabled=jax.process_index() == 0)
+    host_params = local_copy if trainer.mesh is not None else lambda params: params
+    init_key, train_key, eval_key = jax.random.split(jax.random.PRNGKey(config.seed), 3)
+
+    run_dir.mkdir(parents=True, exist_ok=True)
+    checkpointer = RunCheckpointer(run_dir, keep=config.checkpoint.keep)
+    if resume is None:
+        state, wall_offset, time_to_perfect = trainer.init_state(init_key), 0.0, None
+    else:
+        # With a mesh the target carries its shardings: each process reads only its shards.
+        state = checkpointer.restore_state(resume["iteration"], trainer.abstract_state())
+        wall_offset = float(resume.get("wall_s", 0.0))
+        time_to_perfect = resume.get("time_to_perfect_s")
+        if resume["changed"]:
+            main.say(f"resuming with {'; '.join(resume['changed'])}")
+    if resume is None or resume["changed"]:
+        main.write_config(config)
+    iteration = int(state.iteration)
+    logger = MetricsLogger(run_dir, resume_iteration=iteration if resume else None,
+                           enabled=main.enabled)
+    evaluator = (evaluator_factory or Evaluator)(
+        env, config, trainer.apply_fn, trainer.search_fn,
+        params_example=host_params(state.train.params))
+    trainer.compile(state)
+    segment = Segment(config, run_dir, trainer, evaluator, checkpointer, logger, main,
+                      host_params, train_key, eval_key, started, wall_offset,
+                      int(np.prod(state.selfplay.previous.player.shape)),
+                      flop_costs(env, config, trainer.update_flops()))
+    _announce(segment, mesh, iteration, resume, split=trainer.split)
+    compute = (ComputeTotals() if resume is None else ComputeTotals.from_saved(
+        resume, read_metrics(run_dir / "metrics.jsonl"), iteration))
+    untrained = _untrained_params(segment, state, resume,
+                                  rebuild=lambda: trainer.initial_params(init_key))
+    return segment, LoopState(state, iteration, time_to_perfect, untrained,
+                              snapshotted=iteration, compute=compute)
+
+
+def _announce(segment: Segment, mesh: Any, iteration: int, resume: dict[str, Any] | None, *,
+              split: bool) -> None:
+    """Prints the mesh; logs the segment's first record (where it runs, what changed).
+    `split`: replay and updates stay on the first device while the games split."""
+    layout = mesh_description(mesh)
+    ways = f"{layout['devices']} way(s)"
+    where = (f"games split {ways}; replay and updates on the first device"
+             if split else f"games and training batches split {ways}")
+    segment.main.say(f"mesh: {layout['processes']} process(es) x "
+                     f"{layout['devices_per_process']} {layout['platform']} device(s); {where}")
+    # The first line of metrics.jsonl (and one per resumed segment): where the run ran.
+    segment.logger.log({
+        "event": "resume" if resume else "start", "iteration": iteration,
+        "wall_s": segment.wall_s(), **layout, "updates_on_one_device": split,
+        **segment.costs.as_record(),
+        **({"config_changed": resume["changed"]} if resume and resume["changed"] else {})})
+
+
+def _untrained_params(segment: Segment, state: RunState, resume: dict[str, Any] | None, *,
+                      rebuild: Callable[[], Any]) -> Any:
+    """The untrained network, scored at the first evaluation (once the evaluator has compiled
+    in the background) for comparison; None when the run has scored it already. The state
+    itself is donated, hence a copy; a run stopped before its first evaluation rebuilds it
+    from its seed on resume (`rebuild`)."""
+    if resume is None:
+        return segment.host_params(jax.tree.map(jnp.copy, state.train.params))
+    if not any(k.startswith("untrained/") for r in read_metrics(segment.run_dir / "metrics.jsonl")
+               for k in r):
+        return rebuild()
+    return None
