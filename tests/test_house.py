@@ -12,6 +12,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 MAX_FUNCTION_LINES = 80
+MAX_MODULE_LINES = 400  # in the compiled pipeline and the host loop: one job per module
+MAX_TRAIN_LINES = 60  # `azjax train`'s loop, read in one screen
 
 # Lowest first: a module may import only from its own layer or lower ones.
 LAYERS = {
@@ -108,6 +110,19 @@ def test_no_function_is_longer_than_the_limit():
             for name, tree in TREES.items() for node in _functions(tree)
             if node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES]
     assert long == []
+
+
+def test_no_module_of_the_core_or_the_training_is_longer_than_the_limit():
+    long = [f"{path.relative_to(ROOT)} ({len(path.read_text().splitlines())} lines)"
+            for name, path in MODULES.items()
+            if name.startswith(("azjax.core.", "azjax.training."))
+            and len(path.read_text().splitlines()) > MAX_MODULE_LINES]
+    assert long == []
+
+
+def test_the_training_loop_reads_in_one_screen():
+    (train,) = [node for node in _functions(TREES["azjax.training.loop"]) if node.name == "train"]
+    assert train.end_lineno - train.lineno + 1 <= MAX_TRAIN_LINES
 
 
 def _public_definitions(tree: ast.Module):

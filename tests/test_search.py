@@ -343,7 +343,8 @@ import mctx, mctx._src.search, mctx._src.action_selection
 before = snapshot()
 if sys.argv[1] == "azjax":
     import jax, jax.numpy as jnp
-    import azjax, envs
+    import azjax
+    from azjax import envs
     from azjax.config import NetworkConfig, SearchConfig
     from azjax.core.network import init_network
     from azjax.core.search import make_network_search
