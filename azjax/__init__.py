@@ -35,7 +35,7 @@ _PUBLIC = {
     "RunState": "azjax.core.steps",
     "TrainState": "azjax.core.steps",
     "Layout": "azjax.core.layout",
-    "jit_steps": "azjax.core.layout",
+    "jit_steps": "azjax.core.steps",
     # The model layer.
     "Agent": "azjax.agent",
     "load_model": "azjax.model_files",

@@ -1,8 +1,8 @@
 """Where a run's arrays live: one device, or a mesh of them, described by one `Layout`.
 
 One mesh axis, `batch`, spans every device of every process. A `Layout` says where each part
-of the run state lives; `jit_steps` compiles the run's pieces (`azjax.core.steps.Steps`) with
-those shardings, one path for every layout:
+of the run state lives; `azjax.core.steps.jit_steps` compiles the run's pieces with those
+shardings, one path for every layout:
 
 * one device (`Layout()`): everything on it.
 * games split (`learner_on_first_device`): games [B] and records [T, B] split on B; the
@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import jax
 import numpy as np
@@ -34,18 +34,13 @@ from azjax.config import ConfigError, ReplayConfig, SelfPlayConfig, TrainConfig
 from azjax.core.selfplay import SelfPlayFn, SelfPlayState, make_selfplay, sum_device_stats
 from azjax.envs.core import Env
 
-if TYPE_CHECKING:  # annotations only: steps builds on this module
-    from azjax.core.steps import RunState, Steps
-
 __all__ = [
     "AXIS",
-    "JittedSteps",
     "Layout",
     "avoid_cached_cpu_collectives",
     "check_divisible",
     "choose_layout",
     "initialize_distributed",
-    "jit_steps",
     "local_copy",
     "make_mesh",
     "make_sharded_selfplay",
@@ -246,8 +241,9 @@ class Layout:
         """Where positions are added to the buffer and training batches are drawn."""
         return self.first_device if self.on_learner else self.games
 
-    def state_shardings(self, abstract: RunState) -> RunState:
-        """A RunState of shardings, one per leaf of `abstract` (`jax.eval_shape` of a state):
+    def state_shardings(self, abstract: Any) -> Any:
+        """A `RunState` (`azjax.core.steps`) of shardings, one per leaf of `abstract` (a
+        `jax.eval_shape` of one):
         games [B] and records [T, B] split on B; replay slots [C] as `learner_positions`;
         params, optimizer and counters as `learner_scalars`."""
         records = (self.first_device if self.mesh is None
@@ -297,58 +293,3 @@ def choose_layout(selfplay: SelfPlayConfig, train: TrainConfig, replay: ReplayCo
                     split_training=not learner_on_first_device)
     avoid_cached_cpu_collectives(mesh)
     return Layout(mesh, learner_on_first_device)
-
-
-@dataclasses.dataclass(frozen=True)
-class JittedSteps:
-    """A run's pieces jitted for a layout, each donating the state it replaces.
-
-    Attributes:
-      init: `key -> RunState`, laid out as the layout says.
-      play: `(variables, key, selfplay_state) -> (selfplay_state, positions, emit, stats)`,
-        variables and key replicated where the games are.
-      add: `(run without selfplay, positions, emit, stats) -> (run, metrics)`, positions and
-        emit where the buffer takes them (`Layout.learner_positions`).
-      update: `(train, replay, key or keys [n, 2], window) -> (train, metrics)`.
-      shardings: the run state's shardings (`Layout.state_shardings`).
-    """
-
-    init: Callable[..., Any]
-    play: Any
-    add: Any
-    update: Any
-    shardings: Any
-
-
-def jit_steps(steps: Steps, layout: Layout) -> JittedSteps:
-    """`steps` jitted with the in and out shardings of `layout`: one path for every layout.
-
-    Args:
-      steps: the run's pure pieces (`azjax.core.steps.make_steps`), built for this layout.
-      layout: where each part of the run state lives.
-
-    Returns:
-      The `JittedSteps`.
-    """
-    shardings = layout.state_shardings(jax.eval_shape(steps.init, jax.random.PRNGKey(0)))
-    learner = shardings.replace(selfplay=None)
-    positions, scalars = layout.learner_positions, layout.learner_scalars
-    play = jax.jit(steps.play, donate_argnums=(2,),
-                   in_shardings=(layout.replicated, layout.replicated, shardings.selfplay),
-                   out_shardings=(shardings.selfplay, layout.games, layout.games,
-                                  layout.replicated))
-    add = jax.jit(steps.add, donate_argnums=(0,),
-                  in_shardings=(learner, positions, positions, scalars),
-                  out_shardings=(learner, scalars))
-    update = jax.jit(steps.update, donate_argnums=(0,),
-                     in_shardings=(shardings.train, shardings.replay, scalars, scalars),
-                     out_shardings=(shardings.train, scalars))
-    # Made where the learner lives; on a split layout the games then move to their shards.
-    made_on = _every(shardings, layout.first_device) if layout.learner_on_first_device else (
-        shardings)
-    init = jax.jit(steps.init, out_shardings=made_on)
-
-    def init_state(key):
-        return jax.device_put(init(layout.put_host(key, layout.learner_scalars)), shardings)
-
-    return JittedSteps(init_state, play, add, update, shardings)

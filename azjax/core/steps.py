@@ -3,8 +3,8 @@
 `make_steps(env, network, search, selfplay, train, replay)` returns `Steps`: the run state's
 initialiser, one self-play chunk (`play`), adding its finished positions to the replay buffer
 (`add`) and the update step (`update`). Each is a pure function of arrays and PRNG keys, not
-yet jitted: `azjax.core.layout.jit_steps` compiles them for a device layout, and the host
-iteration (`azjax.training.trainer`) calls them.
+yet jitted: `jit_steps` compiles them for a device layout (`azjax.core.layout.Layout`), and
+the host iteration (`azjax.training.trainer`) calls them.
 
     run = steps.init(key)                                           # RunState
     selfplay, positions, emit, stats = steps.play(steps.selfplay_variables(run), key,
@@ -35,8 +35,8 @@ from azjax.core.selfplay import SelfPlayFn, SelfPlayState, SelfPlayStats, init_s
 from azjax.core.types import Positions
 from azjax.envs.core import Env
 
-__all__ = ["RunState", "Steps", "TrainState", "augment", "learning_rate", "make_optimizer",
-           "make_steps"]
+__all__ = ["JittedSteps", "RunState", "Steps", "TrainState", "augment", "jit_steps",
+           "learning_rate", "make_optimizer", "make_steps"]
 
 
 @struct.dataclass
@@ -118,7 +118,7 @@ def augment(env: Env, key: chex.PRNGKey, batch: Positions) -> Positions:
 
 @dataclasses.dataclass(frozen=True)
 class Steps:
-    """A run's pure pieces (jit them: `azjax.core.layout.jit_steps`).
+    """A run's pure pieces (jit them: `jit_steps`).
 
     Attributes:
       init: `key -> RunState`: a new network (from the key's first split), B new games (from
@@ -241,3 +241,58 @@ def _update(env: Env, apply_fn: ApplyFn, optimizer: optax.GradientTransformation
     params = optax.apply_updates(train.params, updates)
     metrics = dict(metrics, loss=loss, **{"train/grad_norm": optax.tree_utils.tree_norm(grads)})
     return TrainState(step=train.step + 1, params=params, opt_state=opt_state), metrics
+
+
+@dataclasses.dataclass(frozen=True)
+class JittedSteps:
+    """A run's pieces jitted for a layout, each donating the state it replaces.
+
+    Attributes:
+      init: `key -> RunState`, laid out as the layout says.
+      play: `(variables, key, selfplay_state) -> (selfplay_state, positions, emit, stats)`,
+        variables and key replicated where the games are.
+      add: `(run without selfplay, positions, emit, stats) -> (run, metrics)`, positions and
+        emit where the buffer takes them (`Layout.learner_positions`).
+      update: `(train, replay, key or keys [n, 2], window) -> (train, metrics)`.
+      shardings: the run state's shardings (`Layout.state_shardings`).
+    """
+
+    init: Callable[..., Any]
+    play: Any
+    add: Any
+    update: Any
+    shardings: Any
+
+
+def jit_steps(steps: Steps, layout: Layout) -> JittedSteps:
+    """`steps` jitted with the in and out shardings of `layout`: one path for every layout.
+
+    Args:
+      steps: the run's pure pieces (`make_steps`), built for this layout.
+      layout: where each part of the run state lives.
+
+    Returns:
+      The `JittedSteps`.
+    """
+    shardings = layout.state_shardings(jax.eval_shape(steps.init, jax.random.PRNGKey(0)))
+    learner = shardings.replace(selfplay=None)
+    positions, scalars = layout.learner_positions, layout.learner_scalars
+    play = jax.jit(steps.play, donate_argnums=(2,),
+                   in_shardings=(layout.replicated, layout.replicated, shardings.selfplay),
+                   out_shardings=(shardings.selfplay, layout.games, layout.games,
+                                  layout.replicated))
+    add = jax.jit(steps.add, donate_argnums=(0,),
+                  in_shardings=(learner, positions, positions, scalars),
+                  out_shardings=(learner, scalars))
+    update = jax.jit(steps.update, donate_argnums=(0,),
+                     in_shardings=(shardings.train, shardings.replay, scalars, scalars),
+                     out_shardings=(shardings.train, scalars))
+    # Made where the learner lives; on a split layout the games then move to their shards.
+    made_on = (jax.tree.map(lambda _: layout.first_device, shardings)
+               if layout.learner_on_first_device else shardings)
+    init = jax.jit(steps.init, out_shardings=made_on)
+
+    def init_state(key):
+        return jax.device_put(init(layout.put_host(key, layout.learner_scalars)), shardings)
+
+    return JittedSteps(init_state, play, add, update, shardings)

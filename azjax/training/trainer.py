@@ -1,7 +1,7 @@
 """One training iteration on the host: a self-play call, K update calls, the stats.
 
 `Trainer` holds a run's compiled pieces (`azjax.core.steps.make_steps`, jitted for the run's
-device layout by `azjax.core.layout.jit_steps`) and drives them: `iteration(run, key)` plays
+device layout by `azjax.core.steps.jit_steps`) and drives them: `iteration(run, key)` plays
 one self-play chunk, adds its finished positions to the replay buffer, then runs
 `train.updates_per_iteration` update steps (in calls of `train.updates_per_call`), and returns
 the new state with the iteration's metrics as host floats. `compile(run)` compiles every piece
@@ -21,8 +21,8 @@ from jax.sharding import Mesh
 
 from azjax.config import ExperimentConfig
 from azjax.core import replay as replay_lib
-from azjax.core.layout import choose_layout, jit_steps
-from azjax.core.steps import RunState, make_steps
+from azjax.core.layout import choose_layout
+from azjax.core.steps import RunState, jit_steps, make_steps
 from azjax.envs.core import Env
 
 __all__ = ["Trainer"]
