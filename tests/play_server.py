@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import http.client
 import json
 import socket
 import threading
@@ -42,7 +43,8 @@ class PlayServer:
         self.service = service
         sock = socket.socket()
         sock.bind(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        self.port = sock.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
         self._server = uvicorn.Server(uvicorn.Config(create_app(service), log_level="warning"))
         self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]},
                                         daemon=True)
@@ -63,6 +65,22 @@ class PlayServer:
                 return response.status, json.loads(response.read())
         except urllib.error.HTTPError as error:
             return error.code, json.loads(error.read())
+
+    def request(self, method: str, path: str, body: bytes | None = None, *,
+                chunked: bool = False) -> tuple[int, str, bytes]:
+        """(status, Content-Type, body) of one raw request on a fresh connection: `body` as is,
+        with its Content-Length, or in 64 KiB chunks of chunked transfer encoding."""
+        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=120)
+        try:
+            data = body
+            if chunked and body is not None:
+                data = (body[i:i + 65536] for i in range(0, len(body), 65536))
+            connection.request(method, path, body=data,
+                               headers={"Content-Type": "application/json"})
+            response = connection.getresponse()
+            return response.status, response.getheader("Content-Type", ""), response.read()
+        finally:
+            connection.close()
 
     def stop(self) -> None:
         self._server.should_exit = True

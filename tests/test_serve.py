@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 from concurrent.futures import ThreadPoolExecutor
 
@@ -83,7 +84,8 @@ def _bad_requests():
         ({"game": "tic_tac_toe", "moves": [0, 3, 1, 4, 2]}, 422, "already over"),
         ({"game": "tic_tac_toe", "moves": [], "simulations": 100}, 422,
          "simulations must be one of [8, 32], got 100"),
-        ({"game": "tic_tac_toe", "moves": [], "simulations": "8"}, 422, "simulations must be"),
+        ({"game": "tic_tac_toe", "moves": [], "simulations": "8"}, 400,
+         "simulations must be an integer, got '8'"),
     ]
 
 
@@ -94,6 +96,150 @@ def test_bad_requests_get_4xx_saying_why_and_the_server_keeps_serving(play_serve
     assert got == status and message in answer["error"], answer
     ok, _ = play_server.post("/api/state", {"game": "tic_tac_toe", "moves": [4]})
     assert ok == 200
+
+
+def _json(request) -> bytes:
+    return json.dumps(request).encode()
+
+
+TEN_MB = b'{"game": "tic_tac_toe", "moves": [' + b"4, " * (10 * 2**20 // 3) + b"4]}"
+TTT = '{"game": "tic_tac_toe", '
+
+# (method, path, body, sent chunked, status, a part of the error message)
+HOSTILE_REQUESTS = {
+    "nested 100,000 deep": ("POST", "/api/move", b"[" * 100_000 + b"]" * 100_000, False, 413,
+                            "over the limit of 65536 bytes"),
+    "game a list": ("POST", "/api/move", _json({"game": ["tic_tac_toe"]}), False, 400,
+                    "game must be a string, got ['tic_tac_toe']"),
+    "game an object": ("POST", "/api/move", _json({"game": {"tic_tac_toe": 1}}), False, 400,
+                       "game must be a string"),
+    "nested 10,000 deep, inside the size limit": (
+        "POST", "/api/move", (TTT + '"moves": ' + "[" * 10_000 + "]" * 10_000 + "}").encode(),
+        False, 400, "nests deeper than 8 levels"),
+    "nested 9 deep": ("POST", "/api/state", _json({"game": "tic_tac_toe", "moves": [[[[[[[[
+        []]]]]]]]]}), False, 400, "nests deeper than 8"),
+    "brackets inside a string are not nesting": (
+        "POST", "/api/move", _json({"game": '[{"\\' * 20, "moves": []}), False, 404,
+        "unknown game"),
+    "game a number": ("POST", "/api/move", _json({"game": 3}), False, 400,
+                      "game must be a string, got 3"),
+    "game true": ("POST", "/api/move", _json({"game": True}), False, 400, "game must be a string"),
+    "game null": ("POST", "/api/move", _json({"game": None}), False, 400, "names no game"),
+    "no game": ("POST", "/api/move", _json({"moves": [4]}), False, 400, "names no game"),
+    "game a 20,000-character string": ("POST", "/api/move", _json({"game": "x" * 20_000}), False,
+                                       404, "unknown game 'xxxx"),
+    "game a lone surrogate": ("POST", "/api/state", b'{"game": "\\ud800"}', False, 404,
+                              "unknown game '\\ud800'"),
+    "moves an object": ("POST", "/api/move", _json({"game": "tic_tac_toe", "moves": {"0": 4}}),
+                        False, 400, "moves must be a list of action ids (integers), got {'0': 4}"),
+    "moves null": ("POST", "/api/state", _json({"game": "tic_tac_toe", "moves": None}), False,
+                   400, "moves must be a list"),
+    "a move a float": ("POST", "/api/move", _json({"game": "tic_tac_toe", "moves": [4, 0.0]}),
+                       False, 400, "move 1 is 0.0"),
+    "a move true": ("POST", "/api/move", _json({"game": "tic_tac_toe", "moves": [True]}), False,
+                    400, "move 0 is True"),
+    "a move a string": ("POST", "/api/state", _json({"game": "tic_tac_toe", "moves": ["5"]}),
+                        False, 400, "move 0 is '5'"),
+    "a move a list": ("POST", "/api/move", _json({"game": "tic_tac_toe", "moves": [[4]]}), False,
+                      400, "move 0 is [4]"),
+    "a move negative": ("POST", "/api/move", _json({"game": "tic_tac_toe", "moves": [4, -1]}),
+                        False, 422, "move 1 is illegal: action id -1 is not an action id of "
+                                    "tic_tac_toe (0 to 8)"),
+    "a move 2**40": ("POST", "/api/move", _json({"game": "connect_four", "moves": [2**40]}),
+                     False, 422, "move 0 is illegal: action id 1099511627776 is not"),
+    "a move of 30 digits": ("POST", "/api/move", _json({"game": "tic_tac_toe",
+                                                         "moves": [10**30]}), False, 400,
+                            "more than 18 digits"),
+    "a move NaN": ("POST", "/api/move", (TTT + '"moves": [NaN]}').encode(), False, 400,
+                   "NaN is not a JSON number"),
+    "10,000 moves": ("POST", "/api/move", _json({"game": "connect_four", "moves": [3] * 10_000}),
+                     False, 422, "10000 moves: a connect_four game here has at most 42"),
+    "10,000 draughts moves": ("POST", "/api/move", _json({"game": "draughts",
+                                                          "moves": [23] * 10_000}), False, 422,
+                              "10000 moves: a draughts game here has at most 960"),
+    "simulations a float": ("POST", "/api/move", _json({"game": "tic_tac_toe",
+                                                         "simulations": 8.0}), False, 400,
+                            "simulations must be an integer, got 8.0"),
+    "simulations true": ("POST", "/api/move", _json({"game": "tic_tac_toe", "simulations": True}),
+                         False, 400, "simulations must be an integer"),
+    "simulations null": ("POST", "/api/move", _json({"game": "tic_tac_toe", "simulations": None}),
+                         False, 400, "simulations must be an integer, got None"),
+    "simulations a list": ("POST", "/api/state", _json({"game": "tic_tac_toe",
+                                                         "simulations": [8]}), False, 400,
+                           "simulations must be an integer"),
+    "simulations negative": ("POST", "/api/move", _json({"game": "tic_tac_toe",
+                                                          "simulations": -8}), False, 422,
+                             "simulations must be one of [8, 32], got -8"),
+    "simulations Infinity": ("POST", "/api/move", (TTT + '"simulations": Infinity}').encode(),
+                             False, 400, "Infinity is not a JSON number"),
+    "simulations 1e400": ("POST", "/api/move", (TTT + '"simulations": 1e400}').encode(), False,
+                          400, "simulations must be an integer, got inf"),
+    "an unknown field": ("POST", "/api/move", _json({"game": "tic_tac_toe", "seed": 1}), False,
+                         400, "unknown field 'seed'; the fields are game, moves, simulations"),
+    "a duplicated key": ("POST", "/api/move", b'{"game": "tic_tac_toe", "game": "chess"}', False,
+                         400, "the key 'game' appears twice"),
+    "an empty body": ("POST", "/api/move", b"", False, 400, "malformed JSON: Expecting value"),
+    "no body": ("POST", "/api/state", None, False, 400, "malformed JSON"),
+    "a JSON number": ("POST", "/api/move", b"42", False, 400, "a JSON object, not a number"),
+    "a JSON string": ("POST", "/api/move", b'"tic_tac_toe"', False, 400,
+                      "a JSON object, not a string"),
+    "JSON null": ("POST", "/api/state", b"null", False, 400, "a JSON object, not null"),
+    "trailing data": ("POST", "/api/move", b'{"game": "tic_tac_toe"} {}', False, 400,
+                      "malformed JSON: Extra data"),
+    "not UTF-8": ("POST", "/api/move", b'{"game": "tic_tac_toe\xff"}', False, 400,
+                  "the body is not UTF-8"),
+    "UTF-16": ("POST", "/api/move", '{"game": "tic_tac_toe"}'.encode("utf-16"), False, 400,
+               "the body is not UTF-8"),
+    "a byte order mark": ("POST", "/api/move", b"\xef\xbb\xbf" + _json({"game": "tic_tac_toe"}),
+                          False, 400, "malformed JSON: Unexpected UTF-8 BOM"),
+    "10 MB with its length": ("POST", "/api/move", TEN_MB, False, 413,
+                              f"declared length {len(TEN_MB)} is over the limit of 65536 bytes"),
+    "10 MB chunked": ("POST", "/api/move", TEN_MB, True, 413,
+                      "the body is over the limit of 65536 bytes"),
+    "GET on a POST route": ("GET", "/api/move", None, False, 405,
+                            "Method Not Allowed: GET /api/move"),
+    "POST on a GET route": ("POST", "/api/games", b"{}", False, 405,
+                            "Method Not Allowed: POST /api/games"),
+    "an unknown route": ("GET", "/api/moves", None, False, 404, "Not Found: GET /api/moves"),
+    "an unknown route, POST": ("POST", "/api/nothing", b"{}", False, 404, "Not Found"),
+}
+
+
+@pytest.mark.parametrize("name", list(HOSTILE_REQUESTS))
+def test_hostile_requests_get_a_4xx_json_error_and_the_server_keeps_serving(play_server, name):
+    method, path, body, chunked, status, message = HOSTILE_REQUESTS[name]
+    got, content_type, answer = play_server.request(method, path, body, chunked=chunked)
+    assert (got, content_type) == (status, "application/json"), (got, content_type, answer[:200])
+    error = json.loads(answer)["error"]
+    assert isinstance(error, str) and "\n" not in error and message in error, error
+    ok, _ = play_server.post("/api/move", {"game": "tic_tac_toe", "moves": [4]})
+    assert ok == 200
+
+
+def test_an_unexpected_failure_answers_500_json_and_the_server_keeps_serving(play_server,
+                                                                            monkeypatch):
+    from azjax.apps import serve
+
+    def fail(env, moves):
+        raise RuntimeError("a failure the API does not expect")
+
+    monkeypatch.setattr(serve, "replay", fail)
+    got, content_type, answer = play_server.request("POST", "/api/state",
+                                                    _json({"game": "tic_tac_toe"}))
+    assert (got, content_type) == (500, "application/json")
+    assert json.loads(answer) == {"error": "internal server error (RuntimeError)"}
+    monkeypatch.undo()
+    ok, _ = play_server.post("/api/state", {"game": "tic_tac_toe", "moves": [4]})
+    assert ok == 200
+
+
+def test_the_json_depth_scan_skips_strings_and_stops_early():
+    from azjax.apps.serve import nesting_depth
+
+    assert nesting_depth('{"a": [1, "[[[\\"[", {"b": []}]}') == 4
+    assert nesting_depth('["\\\\", [[]]]') == 3  # an escaped backslash ends before the quote
+    assert nesting_depth("[" * 100_000, limit=8) == 9
+    assert nesting_depth("4") == 0
 
 
 def test_state_describes_the_position_for_the_page(play_server):

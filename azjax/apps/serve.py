@@ -11,17 +11,30 @@
 
 The page knows no game: it draws the env's `board_view` grid and plays the env's
 `action_clicks`, or shows `render`'s text and a button per legal move when a game has no view.
-Moves are env action ids from the initial position; the player to move is the AI. Bad requests
-answer 4xx with `{"error": "..."}`. The search is deterministic per request: its key is derived
-from (game, moves, simulations), so the same request always gets the same answer, however many
-arrive at once. Simulation counts are a fixed few, and each (game, count) compiles once, under
-a per-game lock, so concurrent first requests do not compile twice.
+Moves are env action ids from the initial position; the player to move is the AI.
+
+Every request the API refuses gets a 4xx status and `{"error": "<one line>"}`, and the server
+keeps serving: a body over `MAX_BODY_BYTES` is refused (413) from its declared length or as soon
+as that many bytes have arrived, unread past the limit; a body that is not UTF-8, not JSON, JSON
+nested deeper than `MAX_NESTING` (refused before it is parsed), with NaN or Infinity, an integer
+over `MAX_INT_DIGITS` digits or a duplicated key, or not an object, is refused with 400, as is a
+field of the wrong type or a field other than `FIELDS`; an unknown game answers 404, a move list
+the game cannot have (an id out of range, an illegal move, too long) or a strength not offered
+422; an unknown path 404 and a wrong method 405. An unexpected failure answers 500 with the same
+JSON shape.
+
+The search is deterministic per request: its key is derived from (game, moves, simulations),
+so the same request always gets the same answer, however many arrive at once. Simulation
+counts are a fixed few, and each (game, count) compiles once, under a per-game lock, so
+concurrent first requests do not compile twice.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
+import re
 import threading
 from pathlib import Path
 from typing import Any
@@ -34,12 +47,22 @@ from azjax.agent import Agent
 from azjax.apps.turns import ai_turn, is_done, load_play_agent, model_label
 from azjax.envs.core import Env, positions_along, winner_of
 
-__all__ = ["GAMES", "SIMULATIONS", "ApiError", "GameService", "create_app", "run_server",
-           "serve_service"]
+__all__ = ["FIELDS", "GAMES", "MAX_BODY_BYTES", "MAX_INT_DIGITS", "MAX_MOVES", "MAX_NESTING",
+           "SIMULATIONS", "ApiError", "GameService", "create_app", "nesting_depth",
+           "parse_json_object", "run_server", "serve_service"]
 
 GAMES = ("tic_tac_toe", "connect_four", "draughts")
 SIMULATIONS = (16, 64, 256)  # the strengths offered: "easy", "medium", "hard"
 STATIC_DIR = Path(__file__).resolve().parent / "static"
+
+FIELDS = ("game", "moves", "simulations")  # what a POST body may hold; anything else is refused
+MAX_BODY_BYTES = 64 * 1024  # a request body's limit: 10,000 moves of two digits fit
+MAX_NESTING = 8  # the deepest JSON nesting read; a valid request nests 2 deep
+MAX_INT_DIGITS = 18  # the longest JSON integer read, so every one fits in 64 bits
+MAX_MOVES = 1000  # the longest move list replayed, whatever the game's own longest game
+MAX_ERROR_CHARS = 1000  # an error message's length at most
+_JSON_SPECIAL = re.compile(r'[\[\]{}"\\]')
+log = logging.getLogger(__name__)
 
 
 class ApiError(Exception):
@@ -48,6 +71,91 @@ class ApiError(Exception):
     def __init__(self, status: int, message: str):
         super().__init__(message)
         self.status = status
+
+
+def _shown(value: Any, limit: int = 40) -> str:
+    """`repr(value)` on one line, cut to about `limit` characters: safe to put in a message."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def nesting_depth(text: str, limit: int = MAX_NESTING) -> int:
+    """How deep the arrays and objects of JSON `text` nest, counting brackets outside strings,
+    in one pass without recursion; it stops counting once past `limit` (returns limit + 1).
+    Text that is not JSON gets a depth too: only `json.loads` says whether it is JSON."""
+    depth = deepest = 0
+    in_string, escaped = False, -1
+    for match in _JSON_SPECIAL.finditer(text):
+        position, char = match.start(), match.group()
+        if position == escaped:
+            continue
+        if in_string:
+            if char == "\\":
+                escaped = position + 1
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+            if deepest > limit:
+                break
+        elif char in "]}":
+            depth -= 1
+    return deepest
+
+
+def _json_int(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_INT_DIGITS:
+        raise ApiError(400, f"the integer {text[:MAX_INT_DIGITS]}... has more than "
+                            f"{MAX_INT_DIGITS} digits")
+    return int(text)
+
+
+def _json_constant(name: str) -> Any:
+    raise ApiError(400, f"{name} is not a JSON number")
+
+
+def _json_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise ApiError(400, f"the key {_shown(key)} appears twice in one JSON object")
+        result[key] = value
+    return result
+
+
+def parse_json_object(body: bytes) -> dict[str, Any]:
+    """The JSON object a request body holds, read strictly.
+
+    Raises:
+      ApiError 400: the body is not UTF-8, not JSON, nested deeper than `MAX_NESTING`, holds
+        NaN or Infinity, an integer longer than `MAX_INT_DIGITS` digits or a key twice in one
+        object, or is not a JSON object.
+    """
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ApiError(400, f"the body is not UTF-8: {error}") from None
+    if nesting_depth(text) > MAX_NESTING:
+        raise ApiError(400, f"the JSON nests deeper than {MAX_NESTING} levels")
+    try:
+        request = json.loads(text, parse_int=_json_int, parse_constant=_json_constant,
+                             object_pairs_hook=_json_object)
+    except json.JSONDecodeError as error:
+        raise ApiError(400, f"malformed JSON: {error}") from None
+    except RecursionError:  # unreachable after the depth check; a parser must never 500
+        raise ApiError(400, f"the JSON nests deeper than {MAX_NESTING} levels") from None
+    if not isinstance(request, dict):
+        kind = {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(
+            type(request), "a number")
+        raise ApiError(400, f"the request body must be a JSON object, not {kind}")
+    return request
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def request_key(seed: int, game: str, moves: list[int], simulations: int) -> jax.Array:
@@ -109,25 +217,56 @@ class GameService:
     # ---- request parsing ---------------------------------------------------------------------
 
     def _parse(self, body: bytes) -> tuple[str, list[int], int]:
-        try:
-            request = json.loads(body)
-        except (json.JSONDecodeError, UnicodeDecodeError) as error:
-            raise ApiError(400, f"malformed JSON: {error}") from None
-        if not isinstance(request, dict):
-            raise ApiError(400, "the request body must be a JSON object")
+        """(game, moves, simulations) of a POST body, every field checked.
+
+        Raises:
+          ApiError: 400 for a body `parse_json_object` refuses, a field not in `FIELDS`, a
+            field of the wrong type, no game; 404 for a game not served; 422 for a move list
+            longer than the game's longest game (at most `MAX_MOVES`), an action id out of
+            range (naming the move's index), a simulation count not offered.
+        """
+        request = parse_json_object(body)
+        unknown = [key for key in request if key not in FIELDS]
+        if unknown:
+            raise ApiError(400, f"unknown field {_shown(unknown[0])}; the fields are "
+                                f"{', '.join(FIELDS)}")
         game = request.get("game")
+        if game is None:
+            raise ApiError(400, f"the request names no game; games: {', '.join(self.agents)}")
+        if not isinstance(game, str):
+            raise ApiError(400, f"game must be a string, got {_shown(game)}")
         if game not in self.agents:
-            raise ApiError(404, f"unknown game {game!r}; games: {', '.join(self.agents)}")
-        moves = request.get("moves", [])
-        if not isinstance(moves, list) or not all(
-                isinstance(m, int) and not isinstance(m, bool) for m in moves):
-            raise ApiError(400, "moves must be a list of action ids (integers)")
+            raise ApiError(404, f"unknown game {_shown(game)}; games: {', '.join(self.agents)}")
+        moves = self._check_moves(self.agents[game].env, request.get("moves", []))
         simulations = request.get("simulations", self.default_simulations)
-        if not isinstance(simulations, int) or isinstance(simulations, bool) or \
-                simulations not in self.simulations:
+        if not _is_int(simulations):
+            raise ApiError(400, f"simulations must be an integer, got {_shown(simulations)}")
+        if simulations not in self.simulations:
             raise ApiError(422, f"simulations must be one of {list(self.simulations)}, got "
-                                f"{simulations!r}")
+                                f"{simulations}")
         return game, moves, simulations
+
+    @staticmethod
+    def _check_moves(env: Env, moves: Any) -> list[int]:
+        """`moves` when it is a list of `env`'s action ids no longer than its longest game (at
+        most `MAX_MOVES`); raises ApiError 400 for a wrong type, 422 for a bad length or id."""
+        if not isinstance(moves, list):
+            raise ApiError(400, f"moves must be a list of action ids (integers), got "
+                                f"{_shown(moves)}")
+        for index, move in enumerate(moves):
+            if not _is_int(move):
+                raise ApiError(400, f"moves must be a list of action ids (integers): move "
+                                    f"{index} is {_shown(move)}")
+        longest = min(env.max_game_length or MAX_MOVES, MAX_MOVES)
+        if len(moves) > longest:
+            raise ApiError(422, f"{len(moves)} moves: a {env.name} game here has at most "
+                                f"{longest}")
+        for index, move in enumerate(moves):
+            if not 0 <= move < env.num_actions:
+                raise ApiError(422, f"illegal move list: move {index} is illegal: action id "
+                                    f"{move} is not an action id of {env.name} (0 to "
+                                    f"{env.num_actions - 1})")
+        return moves
 
     # ---- endpoints -----------------------------------------------------------------------------
 
@@ -211,38 +350,82 @@ class GameService:
                                       "simulations": simulations}).encode())
 
 
+async def read_body(request, limit: int = MAX_BODY_BYTES) -> bytes:
+    """A Starlette request's body, read chunk by chunk up to `limit` bytes.
+
+    Raises:
+      ApiError 413: the declared Content-Length, or the bytes received so far, exceed `limit`;
+        nothing past the chunk that crossed it is read.
+    """
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and (len(declared) > 12 or int(declared) > limit):
+        raise ApiError(413, f"the body's declared length {declared[:13]} is over the limit of "
+                            f"{limit} bytes")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise ApiError(413, f"the body is over the limit of {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def error_response(status: int, message: str):
+    """`{"error": message}` with HTTP `status`, the message on one line, cut to
+    `MAX_ERROR_CHARS`, as ASCII JSON (any character a request smuggled in is escaped)."""
+    from starlette.responses import Response
+
+    line = " ".join(message.split())
+    if len(line) > MAX_ERROR_CHARS:
+        line = line[:MAX_ERROR_CHARS] + "..."
+    return Response(json.dumps({"error": line}), status_code=status,
+                    media_type="application/json")
+
+
 def create_app(service: GameService):
-    """The Starlette app over a `GameService`."""
+    """The Starlette app over a `GameService`: every refusal and failure answers JSON."""
     from starlette.applications import Starlette
     from starlette.concurrency import run_in_threadpool
+    from starlette.exceptions import HTTPException
     from starlette.responses import FileResponse, JSONResponse
     from starlette.routing import Mount, Route
     from starlette.staticfiles import StaticFiles
 
-    def endpoint(handler):
+    def endpoint(handler, *, with_body: bool = True):
         async def call(request):
-            body = await request.body()
             try:
+                if not with_body:
+                    return JSONResponse(handler())
+                body = await read_body(request)
                 # Searches run in worker threads: JAX releases the GIL, the server stays live.
                 return JSONResponse(await run_in_threadpool(handler, body))
             except ApiError as error:
-                return JSONResponse({"error": str(error)}, status_code=error.status)
+                return error_response(error.status, str(error))
+            except Exception as error:  # the server answers JSON and keeps serving
+                log.exception("%s %s failed", request.method, request.url.path)
+                return error_response(500, f"internal server error ({type(error).__name__})")
 
         return call
 
-    async def games(request):
-        return JSONResponse(service.games())
+    async def http_error(request, error):  # no route (404), a wrong method (405)
+        response = error_response(error.status_code,
+                                  f"{error.detail}: {request.method} {request.url.path[:80]}")
+        response.headers.update(error.headers or {})
+        return response
+
+    async def server_error(request, error):  # a failure outside the API endpoints
+        return error_response(500, f"internal server error ({type(error).__name__})")
 
     async def index(request):
         return FileResponse(STATIC_DIR / "index.html")
 
     return Starlette(routes=[
         Route("/", index),
-        Route("/api/games", games),
+        Route("/api/games", endpoint(service.games, with_body=False)),
         Route("/api/state", endpoint(service.state), methods=["POST"]),
         Route("/api/move", endpoint(service.move), methods=["POST"]),
         Mount("/static", StaticFiles(directory=STATIC_DIR), name="static"),
-    ])
+    ], exception_handlers={HTTPException: http_error, Exception: server_error})
 
 
 def serve_service(games: tuple[str, ...] = GAMES) -> GameService:
