@@ -153,28 +153,33 @@ class Agent:
         self.search_fn = make_network_search(env, config.network, config.search)
 
     @classmethod
-    def load(cls, spec: str | Path) -> Agent:
+    def load(cls, spec: str | Path, *, trust_game: bool = False) -> Agent:
         """The agent of a game id (shipped model), run dir (newest snapshot) or model dir
         (`resolve_model_dir`).
 
         A model of a game of your own names the game by its import path (`module:Class`)
         and the directory its module was found in when it was trained (`game_dir`). Loading
-        it imports that module, and so runs its code: from the installed packages, else that
-        directory, else the folder holding the model directory, else the working directory.
-        Load only models whose game code you trust.
+        never runs code you did not choose: the import path must name an `Env` subclass or a
+        marked game factory (`envs.game_factory`), and a module that is not installed (found
+        only in that directory, beside the model directory or in the working directory) is
+        imported, running its code, only with `trust_game=True` (docs/trust.md). The model's
+        files are checked against its `checksums.json` first.
 
         Args:
           spec: a game id, run dir, snapshot dir or model dir.
+          trust_game: import the game's module from where the model says it is, even when it
+            is not installed (also granted inside `envs.trust_game_code()`).
 
         Returns:
           The agent, its default simulations the model's.
 
         Raises:
-          CheckpointError: the spec names no model, the model is corrupt, or its game cannot
-            be imported (one line naming the module and why).
+          CheckpointError: the spec names no model, a file of the model is damaged or
+            corrupt, or its game cannot be imported or is not trusted (one line naming the
+            file or module and why).
         """
         directory = resolve_model_dir(spec)
-        params, config, meta = load_model(directory)
+        params, config, meta = load_model(directory, trust_game=trust_game)
         return cls(envs.make(config.game), config, params, meta, directory)
 
     def with_search(self, overrides: list[str]) -> Agent:

@@ -28,6 +28,9 @@ __all__ = [
     "RESUME_FREE_KEYS",
     "BaselineKind",
     "BudgetConfig",
+    "MAX_INTEGER",
+    "MAX_SEED",
+    "MAX_SIMULATIONS",
     "CheckpointConfig",
     "ConfigError",
     "EvalConfig",
@@ -52,11 +55,18 @@ __all__ = [
     "read_config_data",
     "resolve_simulations",
     "with_game_dir",
+    "yaml_reason",
 ]
 
 
 class ConfigError(ValueError):
     """A config file or override that cannot be used; the message names the key."""
+
+
+# The bounds every value is held to, named in the errors that refuse one outside them.
+MAX_SEED = 2**32 - 1  # the random keys are 32-bit: `jax.random.PRNGKey` of the seed
+MAX_SIMULATIONS = 100_000  # per search, in a config and on every command's --simulations
+MAX_INTEGER = 2**31 - 1  # any other integer: counts and sizes are int32 on the device
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,7 +119,8 @@ class SearchConfig:
     (AlphaZero's PUCT, with Dirichlet noise at the root in self-play)."""
     num_simulations: int = 16
     """Simulations per move in self-play, and at evaluation and play unless
-    eval.num_simulations names another count. Valid: >= 1."""
+    eval.num_simulations names another count. Valid: in [1, 100000]; the bound is
+    `azjax.config.MAX_SIMULATIONS`."""
     pb_c_init: float = 1.25
     """puct: c_init, the base weight of the exploration term. Valid: > 0."""
     pb_c_base: float = 19652.0
@@ -328,7 +339,8 @@ class EvalConfig:
     with N >= 1 and `alphabeta:D` with D >= 1."""
     num_simulations: int = 0
     """Search simulations at evaluation, and a run's default for play and export;
-    0 = search.num_simulations. Valid: >= 0."""
+    0 = search.num_simulations. Valid: in [0, 100000]; the bound is
+    `azjax.config.MAX_SIMULATIONS`."""
     gating: bool = False
     """AlphaGo Zero's gating: self-play uses the best params so far, replaced at an evaluation
     only when the newly trained params score at least gating_threshold against them over
@@ -363,7 +375,8 @@ class CheckpointConfig:
 
     every_iterations: int = 10
     """Saves the whole run state (params, optimizer, games in flight, replay buffer, random
-    keys) every N iterations, and when the run stops. Valid: >= 1."""
+    keys) after the run's first iteration, then every N iterations, and when the run stops.
+    Valid: >= 1."""
     keep: int = 3
     """How many of the newest checkpoints are kept. Valid: >= 1."""
 
@@ -375,7 +388,8 @@ class ExperimentConfig:
     game: str = "tic_tac_toe"
     """The game to learn, a spec that `envs.make` resolves, tried in this order: a registered
     id; `pgx:<id>`, a pgx game; an import path `module.sub:Attr`, a subclass of `envs.Env` or
-    a function returning one in your own code; the name of an entry point in the
+    a function marked `@envs.game_factory` in your own code (never any other callable); the
+    name of an entry point in the
     `azjax.games` group of an installed package. A game that takes arguments is a mapping,
     `{import: "mygames.othello4:Othello4", kwargs: {size: 4}}`, kept as the string
     `mygames.othello4:Othello4(size=4)`, which may be written directly. Valid: `tic_tac_toe`,
@@ -388,11 +402,13 @@ class ExperimentConfig:
     module is not part of an installed package. Left out, it is filled in where the module is
     found: the installed packages, then the config file's directory, then the working
     directory. A run saves it in config.yaml and in its models, so that loading the run or a
-    model imports the game's module from there (which runs that module's code), from any
-    working directory."""
+    model can import the game's module from there, from any working directory; as that runs
+    the module's code, a model loads it only when asked to (`trust_game=True`, `--trust-game`;
+    docs/trust.md)."""
     seed: int = 0
     """The root random key of the run: the initial parameters, self-play and evaluation all
-    draw from it."""
+    draw from it. Valid: in [0, 4294967295]; the bound is `azjax.config.MAX_SEED` (2**32 - 1:
+    the random keys are 32-bit)."""
     network: NetworkConfig = NetworkConfig()
     search: SearchConfig = SearchConfig()
     selfplay: SelfPlayConfig = SelfPlayConfig()
@@ -634,7 +650,21 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     path = [part for part in key.strip().split(".") if part]
     if not path:
         raise ConfigError(f"an override needs a key, got {text!r}")
-    return path, yaml.safe_load(raw) if raw.strip() else ""
+    try:
+        return path, yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError as error:
+        raise ConfigError(f"--set {text}: not valid YAML: {yaml_reason(error)}") from None
+
+
+def yaml_reason(error: Exception) -> str:
+    """A YAML parse error in one line: what PyYAML found wrong and, for a file, where
+    (`line L, column C: expected ',' or ']', but got '<stream end>'`)."""
+    problem = getattr(error, "problem", None) or str(error).splitlines()[0]
+    mark = getattr(error, "problem_mark", None)
+    where = (f"line {mark.line + 1}, column {mark.column + 1}: "
+             if mark is not None and mark.name not in ("<unicode string>", "<string>") else "")
+    context = getattr(error, "context", None)
+    return where + problem + (f" ({context})" if context else "")
 
 
 def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
@@ -670,9 +700,13 @@ def read_config_data(path: str | Path, _chain: tuple[Path, ...] = ()) -> dict[st
             raise ConfigError(f"{_chain[-1]}: base config file not found: {path}")
         raise ConfigError(f"config file not found: {path}")
     try:
-        data = yaml.safe_load(path.read_text()) or {}
+        with path.open() as file:  # the file's name in the error's marks
+            data = yaml.safe_load(file) or {}
     except yaml.YAMLError as error:
-        raise ConfigError(f"{path}: not valid YAML ({error})") from None
+        raise ConfigError(f"{path}: not valid YAML: {yaml_reason(error)}") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise ConfigError(f"{path}: cannot be read: "
+                          f"{getattr(error, 'strerror', None) or error}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: a config must be a mapping, got {type(data).__name__}")
     if "base" not in data:
@@ -780,6 +814,7 @@ def _validate(config: ExperimentConfig) -> None:
         env = envs.make(config.game, search_dirs=(config.game_dir,) if config.game_dir else ())
     except ValueError as error:
         raise ConfigError(f"game: {error}") from None
+    _validate_integers(config)
     _validate_network(config.network)
     _validate_search(config.search, config.network)
     _validate_selfplay(config.selfplay, config.search)
@@ -791,6 +826,26 @@ def _validate(config: ExperimentConfig) -> None:
     _require(config.checkpoint.keep >= 1, "checkpoint.keep", "must be >= 1")
     _require(config.budget.max_iterations >= 0 and config.budget.max_wall_s >= 0, "budget",
              "limits must be >= 0")
+
+
+def _validate_integers(config: ExperimentConfig) -> None:
+    """The seed in [0, MAX_SEED]; every other integer (lists' items too) at most MAX_INTEGER in
+    size, so that no count or size overflows the device's int32."""
+    _require(0 <= config.seed <= MAX_SEED, "seed",
+             f"must be in [0, {MAX_SEED}] (azjax.config.MAX_SEED: the random keys are "
+             f"32-bit), got {config.seed}")
+    for section in dataclasses.fields(config):
+        part = getattr(config, section.name)
+        if not dataclasses.is_dataclass(part):
+            continue
+        for field in dataclasses.fields(part):
+            value = getattr(part, field.name)
+            for item in value if isinstance(value, tuple) else (value,):
+                if isinstance(item, int) and not isinstance(item, bool) and (
+                        abs(item) > MAX_INTEGER):
+                    raise ConfigError(f"{section.name}.{field.name}: must be at most "
+                                      f"{MAX_INTEGER} in size (azjax.config.MAX_INTEGER: "
+                                      f"counts and sizes are int32), got {item}")
 
 
 def _validate_network(net: NetworkConfig) -> None:
@@ -805,7 +860,9 @@ def _validate_network(net: NetworkConfig) -> None:
 
 def _validate_search(search: SearchConfig, net: NetworkConfig) -> None:
     _require(search.gumbel_scale >= 0, "search.gumbel_scale", "must be >= 0")
-    _require(search.num_simulations >= 1, "search.num_simulations", "must be >= 1")
+    _require(1 <= search.num_simulations <= MAX_SIMULATIONS, "search.num_simulations",
+             f"must be in [1, {MAX_SIMULATIONS}] (azjax.config.MAX_SIMULATIONS), got "
+             f"{search.num_simulations}")
     _require(search.max_num_considered_actions >= 1, "search.max_num_considered_actions",
              "must be >= 1")
     _require(0.0 <= search.dirichlet_fraction <= 1.0, "search.dirichlet_fraction", "in [0, 1]")
@@ -887,8 +944,9 @@ def _validate_eval(evaluation: EvalConfig) -> None:
     _require(0.0 <= evaluation.gating_threshold <= 1.0, "eval.gating_threshold", "in [0, 1]")
     _require(evaluation.arena_games >= 2 and evaluation.arena_games % 2 == 0,
              "eval.arena_games", "must be even and >= 2 (each side plays both colours equally)")
-    _require(evaluation.num_simulations >= 0, "eval.num_simulations",
-             "must be >= 0 (0 = search.num_simulations)")
+    _require(0 <= evaluation.num_simulations <= MAX_SIMULATIONS, "eval.num_simulations",
+             f"must be in [0, {MAX_SIMULATIONS}] (azjax.config.MAX_SIMULATIONS; 0 = "
+             f"search.num_simulations), got {evaluation.num_simulations}")
     for opponent in evaluation.opponents:
         try:
             parse_baseline(opponent)

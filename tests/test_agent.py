@@ -323,6 +323,9 @@ def test_cli_export_stores_params_at_half_precision(tiny_run, tmp_path):
     assert out.exit_code == 2 and "int8" in out.output and not (tmp_path / "x").exists()
     meta = json.loads((half / "model.json").read_text())
     (half / "model.json").write_text(json.dumps({**meta, "storage_dtype": "float8"}))
+    with pytest.raises(CheckpointError, match="model.json is damaged"):  # edited by hand
+        Agent.load(half)
+    (half / "checksums.json").unlink()  # accepting the edit: the model loads unchecked
     with pytest.raises(CheckpointError, match="storage_dtype 'float8'"):
         Agent.load(half)
 
@@ -432,6 +435,7 @@ def test_cli_export_average_stores_the_mean_of_the_snapshots_weights(tiny_run, t
     meta = json.loads(meta_path.read_text())
     meta["config"]["network"]["blocks"] += 1
     meta_path.write_text(json.dumps(meta))
+    (meta_path.parent / "checksums.json").unlink()  # an edit by hand, accepted
     out = RUNNER.invoke(app, ["export", str(other), "--average", "2", "--average", "4", "--to",
                               str(tmp_path / "x")])
     assert out.exit_code == 2 and "has another game or network" in out.output, out.output

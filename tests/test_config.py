@@ -11,9 +11,13 @@ import yaml
 from azjax.config import (
     BASELINES,
     DROPPED_KEYS,
+    MAX_INTEGER,
+    MAX_SEED,
+    MAX_SIMULATIONS,
     ConfigError,
     ExperimentConfig,
     SearchConfig,
+    apply_overrides,
     baseline_forms,
     baseline_kind,
     config_from_dict,
@@ -62,14 +66,14 @@ def test_override_sets_nested_keys_with_yaml_types(tmp_path):
     ({"game": "mygames:Board(4)"}, "arguments are written as keyword=literal"),
     ({"game": "no_such_games_module:Board"}, "game: cannot import module "
                                               "'no_such_games_module'"),
-    ({"search": {"num_simulations": 0}}, "search.num_simulations: must be >= 1"),
+    ({"search": {"num_simulations": 0}}, "search.num_simulations: must be in [1, 100000]"),
     ({"train": {"learning_rate": -1}}, "train.learning_rate"),
     ({"eval": {"opponents": ["stockfish"]}}, "unknown opponent 'stockfish'"),
     ({"eval": {"opponents": ["mcts:0"]}}, "mcts opponent needs a positive simulation count"),
     ({"eval": {"opponents": ["mcts:lots"]}}, "got 'mcts:lots'"),
     ({"eval": {"opponents": ["alphabeta:0"]}}, "alphabeta opponent needs a depth"),
     ({"eval": {"opponents": ["alphabeta"]}}, "got 'alphabeta'"),
-    ({"eval": {"num_simulations": -1}}, "eval.num_simulations: must be >= 0"),
+    ({"eval": {"num_simulations": -1}}, "eval.num_simulations: must be in [0, 100000]"),
     ({"network": {"value_hidden": 0}}, "network: policy_channels, value_channels"),
     ({"network": {"kind": "resmlp", "width": 0}}, "network.width: must be positive"),
     ({"selfplay": {"full_search_prob": 0.25}}, "selfplay.fast_simulations: must be in"),
@@ -235,6 +239,7 @@ def test_a_model_saved_with_dropped_keys_loads(tmp_path):
     params = init_network(config.network, env.num_actions, env.observation_shape,
                           jax.random.PRNGKey(0))["params"]
     model = save_model(tmp_path / "model", params, config)
+    (model / "checksums.json").unlink()  # model.json is edited below, as an older writer's
     meta = json.loads((model / "model.json").read_text())
     for section, values in _SAVED_OFF.items():
         meta["config"][section] = {**meta["config"].get(section, {}), **values}
@@ -286,3 +291,46 @@ def test_zero_or_no_simulations_means_the_searchs_own_count():
     assert default_simulations(config) == 24
     assert default_simulations(config_from_dict({"search": {"num_simulations": 24},
                                                  "eval": {"num_simulations": 64}})) == 64
+
+
+# ---- one line for every bad value: YAML errors and bounds ------------------------------------
+
+
+def test_bad_yaml_is_one_line_naming_where(tmp_path):
+    with pytest.raises(ConfigError) as error:
+        apply_overrides({}, ["network.hidden=[1, 2"])
+    assert str(error.value) == ("--set network.hidden=[1, 2: not valid YAML: expected ',' or "
+                                "']', but got '<stream end>' (while parsing a flow sequence)")
+    (tmp_path / "bad.yaml").write_text("game: tic_tac_toe\nnetwork:\n  hidden: [1, 2\n")
+    with pytest.raises(ConfigError) as error:
+        load_config(tmp_path / "bad.yaml")
+    assert str(error.value) == (f"{tmp_path / 'bad.yaml'}: not valid YAML: line 4, column 1: "
+                                f"expected ',' or ']', but got '<stream end>' (while parsing "
+                                f"a flow sequence)")
+
+
+@pytest.mark.parametrize(("data", "message"), [
+    ({"seed": MAX_SEED + 1}, f"seed: must be in [0, {MAX_SEED}] (azjax.config.MAX_SEED"),
+    ({"seed": -1}, "seed: must be in [0, "),
+    ({"seed": 99999999999999999999999}, "got 99999999999999999999999"),
+    ({"search": {"num_simulations": MAX_SIMULATIONS + 1}},
+     f"search.num_simulations: must be in [1, {MAX_SIMULATIONS}] "
+     f"(azjax.config.MAX_SIMULATIONS), got {MAX_SIMULATIONS + 1}"),
+    ({"eval": {"num_simulations": MAX_SIMULATIONS + 1}},
+     f"eval.num_simulations: must be in [0, {MAX_SIMULATIONS}]"),
+    ({"replay": {"capacity": MAX_INTEGER + 1}},
+     f"replay.capacity: must be at most {MAX_INTEGER} in size (azjax.config.MAX_INTEGER"),
+    ({"network": {"kind": "mlp", "hidden": [64, 2**40]}}, "network.hidden: must be at most"),
+    ({"budget": {"max_iterations": 10**30}}, "budget.max_iterations: must be at most"),
+])
+def test_values_past_their_bounds_are_refused_naming_the_bound(data, message):
+    with pytest.raises(ConfigError) as error:
+        config_from_dict(data)
+    assert message in str(error.value) and "\n" not in str(error.value)
+
+
+def test_the_bounds_themselves_load():
+    config = config_from_dict({"seed": MAX_SEED, "search": {"num_simulations": MAX_SIMULATIONS},
+                               "eval": {"num_simulations": MAX_SIMULATIONS},
+                               "budget": {"max_iterations": MAX_INTEGER}})
+    assert config.seed == MAX_SEED and config.search.num_simulations == MAX_SIMULATIONS

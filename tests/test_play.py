@@ -45,6 +45,18 @@ def test_a_whole_tic_tac_toe_game_through_a_pipe():
     assert "Result: you win!" not in text
 
 
+def test_a_closed_standard_input_is_one_line_not_a_traceback():
+    """`azjax play tic_tac_toe <&-`: no standard input at all, so no move can be read."""
+    env = dict(os.environ, AZJAX_COMPILATION_CACHE=str(REPO_ROOT / ".jax_cache"))
+    out = subprocess.run([sys.executable, "-m", "azjax", "play", "tic_tac_toe",
+                          "--simulations", "8"], capture_output=True, text=True, cwd=REPO_ROOT,
+                         env=env, timeout=300, preexec_fn=lambda: os.close(0))
+    assert out.returncode == 2, out.stderr
+    assert out.stderr == ("error: azjax play: standard input is closed; it reads the human's "
+                          "moves from there (run it in a terminal or pipe the moves in)\n")
+    assert "You play X" in out.stdout
+
+
 def test_draughts_multi_jump_in_pdn_and_end_of_input_quits_cleanly():
     """From an opening where Black's only move is a double capture: a simple move is refused
     with the legal moves, `8x15x24` is played whole, the AI replies, then the input ends."""

@@ -46,10 +46,21 @@ def test_shipped_model_matches_its_card(game):
                          limit=None if game == "tic_tac_toe" else 200)
 
 
+@pytest.mark.parametrize("game", SHIPPED)
+def test_shipped_model_carries_checksums_that_hold(game):
+    """Every shipped model has its checksums.json, and every file it lists is unchanged."""
+    from azjax.model_files import CHECKSUMS_FILE, verify_checksums
+
+    listed = json.loads((MODELS_DIR / game / CHECKSUMS_FILE).read_text())["files"]
+    assert {"model.json", "params.msgpack"} <= set(listed)
+    assert verify_checksums(MODELS_DIR / game)
+
+
 def test_the_example_model_matches_its_card():
     """The hexapawn model loads from its folder (importing examples/hexapawn.py by the import
-    path its model.json records) and scores the card's figures on all 11,420 positions."""
-    agent = Agent.load(str(EXAMPLE_MODEL))
+    path its model.json records, which a model of a game that is not installed needs the
+    user's trust for) and scores the card's figures on all 11,420 positions."""
+    agent = Agent.load(str(EXAMPLE_MODEL), trust_game=True)
     assert agent.env.name == "hexapawn"
     card = json.loads((EXAMPLE_MODEL / "model.json").read_text())["eval"]
     _check_oracle_scores(agent, card, load_oracle(agent.env, EXAMPLE_ORACLE), limit=None)

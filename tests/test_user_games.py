@@ -92,8 +92,9 @@ def test_the_run_and_the_model_record_the_import_path_and_its_directory(trained)
 
 
 def test_the_model_reloads_and_plays_over_a_pipe_from_another_directory(trained, tmp_path):
-    """A fresh process elsewhere, without tests/ on its path: `Agent.load` imports the game
-    from the directory the model recorded, and `azjax play` plays it to the end."""
+    """A fresh process elsewhere, without tests/ on its path: `Agent.load(trust_game=True)`
+    imports the game from the directory the model recorded, and `azjax play --trust-game`
+    plays it to the end."""
     _, model_dir = trained
     # One process for both, so that they share the compiled search: `Agent.load`, then the
     # `azjax` console script's own entry point reading the pipe.
@@ -103,12 +104,12 @@ def test_the_model_reloads_and_plays_over_a_pipe_from_another_directory(trained,
         from azjax import Agent
         from azjax.agent import states_from_moves
         from azjax.apps.cli import run
-        agent = Agent.load({str(model_dir)!r})
+        agent = Agent.load({str(model_dir)!r}, trust_game=True)
         move = agent.act(jax.random.PRNGKey(0), states_from_moves(agent.env, [[]]),
                          num_simulations=4)
         print("loaded", agent.config.game, agent.env.stones, type(agent.env).__module__,
               int(move[0]) in (0, 1, 2), flush=True)
-        sys.argv = ["azjax", "play", {str(model_dir)!r}, "--simulations", "4"]
+        sys.argv = ["azjax", "play", {str(model_dir)!r}, "--simulations", "4", "--trust-game"]
         run()
     """)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
@@ -198,6 +199,9 @@ def _broken_module(tmp_path: Path) -> Path:
     ("user_game_module:NotAGame", ["user_game_module.NotAGame is a class but not a subclass "
                                    "of envs.Env"]),
     ("user_game_module:NOT_A_GAME", ["names 42 (an int), not a subclass of envs.Env"]),
+    ("user_game_module:unmarked_pile", ["names <function unmarked_pile", "not a subclass of "
+                                        "envs.Env or a game factory", "@envs.game_factory"]),
+    ("os:system(command='true')", ["names <built-in function system>", "@envs.game_factory"]),
     ("user_game_module:not_a_factory", ["its factory returned 'chess' (a str)"]),
     ("user_game_module:BrokenGame", ["fails envs.check_initial_state",
                                      "pile: observe gives float32[6], expected float32[7]"]),

@@ -3,8 +3,8 @@
 `Pile` is a pile of stones: a move takes 1 to `max_take` (actions 0, 1, ...), never more than
 are left; whoever takes the last stone wins. `TheGame` is the pile with moves typed as numbers
 of stones. It takes the pile's size as an argument, so a config
-can name it with keyword arguments. The other names are bad games, one per error the CLI must
-explain.
+can name it with keyword arguments; `small_pile` is a game factory (`@envs.game_factory`). The
+other names are bad games, one per error the CLI must explain.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
+from azjax.envs import game_factory
 from azjax.envs.core import BoardView, Cell, Env
 
 
@@ -82,8 +83,15 @@ class TheGame(Pile):
         return int(text) - 1
 
 
+@game_factory
 def small_pile(stones: int = 4) -> TheGame:
     """A factory: the game with a smaller pile."""
+    return TheGame(stones)
+
+
+def unmarked_pile(stones: int = 4) -> TheGame:
+    """A function returning a game, not marked as a game factory: an import path may not name
+    it (it could be any function)."""
     return TheGame(stones)
 
 
@@ -101,6 +109,7 @@ class NotAGame:
 NOT_A_GAME = 42
 
 
+@game_factory
 def not_a_factory() -> str:
     """A function that returns something else than a game."""
     return "chess"

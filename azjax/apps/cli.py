@@ -1,7 +1,9 @@
 """The `azjax` command line: train, eval, anchors, export, play, serve.
 
-Errors the user can fix (bad config, corrupt checkpoint, unknown game...) print one line,
-`error: ...`, and exit with status 2, without a traceback and without touching the run dir.
+Errors the user can fix (bad config, corrupt checkpoint, unknown game, a full or read-only
+disk, a closed standard input, an option out of its bounds...) print one line, `error: ...`, to
+standard error and exit with status 2, without a traceback and without the libraries' log
+lines; a run dir keeps its last good checkpoint. `AZJAX_DEBUG=1` shows the traceback instead.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import Annotated
 import typer
 
 from azjax import __version__
-from azjax.config import baseline_forms
+from azjax.config import MAX_SEED, MAX_SIMULATIONS, baseline_forms
 
 _BASELINES = " | ".join(baseline_forms())  # the baseline opponents' names, for help texts
 
@@ -39,12 +41,28 @@ def main(
                                           help="Print the version and exit.")] = False,
 ) -> None:
     """AlphaZero in JAX."""
-    import logging
-    import os
-
-    # orbax logs routine notices through absl as warnings; the CLI prints its own lines.
-    logging.getLogger("absl").setLevel(logging.ERROR)
+    _quiet_libraries(os.environ)
     _enable_compilation_cache(_cache_directory(os.environ))
+
+
+def _quiet_libraries(environ) -> None:
+    """Keeps the libraries' log lines out of the CLI's output, which prints its own lines and
+    its own one-line errors: orbax logs routine notices, and a failed save's tracebacks,
+    through absl; asyncio logs the tasks such a save abandons; and the writes a failed save
+    left in flight finish into its closed event loop, errors Python can only report as
+    "unraisable" (a traceback each). AZJAX_DEBUG=1 keeps them all."""
+    import logging
+
+    if environ.get("AZJAX_DEBUG"):
+        return
+    for name in ("absl", "asyncio"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+    sys.unraisablehook = _ignore_unraisable
+
+
+def _ignore_unraisable(unraisable) -> None:
+    """`sys.unraisablehook` of the CLI: drops an error raised where nothing can catch it (a
+    library's callback, a finaliser); the command reports its own errors in one line."""
 
 
 def _cache_directory(environ) -> str | None:
@@ -73,20 +91,74 @@ def _enable_compilation_cache(directory: str | None) -> None:
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
 
 
-def _fail(error: Exception) -> None:
-    """One line for the user; AZJAX_DEBUG=1 keeps the traceback (a ValueError may be a bug)."""
+def _fail(error: BaseException) -> None:
+    """`error: <one line>` on standard error, exit status 2; AZJAX_DEBUG=1 keeps the traceback
+    (a ValueError may be a bug)."""
     if os.environ.get("AZJAX_DEBUG"):
         raise error
-    typer.echo(f"error: {error}", err=True)
+    typer.echo(f"error: {one_line(error)}", err=True)
     raise typer.Exit(code=2)
 
 
+def one_line(error: BaseException) -> str:
+    """`error` for the user in one line: an OSError as `<path>: <reason>` (`runs/x/metrics.jsonl:
+    No space left on device`), anything else as its message; then its notes (what was kept),
+    separated by "; "."""
+    if isinstance(error, OSError) and error.strerror:
+        where = " -> ".join(str(f) for f in (error.filename, error.filename2) if f is not None)
+        text = f"{where}: {error.strerror}" if where else error.strerror
+    else:
+        text = str(error) or type(error).__name__
+    text = "; ".join([text, *getattr(error, "__notes__", ())])
+    return " ".join(text.split())
+
+
 def _user_errors():
+    """What a command reports in one line: the errors a user can fix, a disk that is full or
+    read-only (OSError), standard input closed or ended (EOFError)."""
     from azjax.config import ConfigError
     from azjax.model_files import CheckpointError
     from azjax.training.loop import TrainingError
 
-    return (CheckpointError, ConfigError, TrainingError, ValueError, FileNotFoundError)
+    return (CheckpointError, ConfigError, TrainingError, ValueError, OSError, EOFError)
+
+
+def _bounded(option: str, value: int | None, low: int, high: int, bound: str) -> None:
+    """Refuses an option's value outside [low, high] in one line naming the bound."""
+    if value is not None and not low <= value <= high:
+        _fail(ValueError(f"{option}: must be in [{low}, {high}] ({bound}), got {value}"))
+
+
+def _check_simulations(**options: int | None) -> None:
+    """Refuses simulation counts above `azjax.config.MAX_SIMULATIONS`; keys name the option
+    (`against_simulations` is --against-simulations)."""
+    for name, value in options.items():
+        _bounded("--" + name.replace("_", "-"), value, 1, MAX_SIMULATIONS,
+                 "azjax.config.MAX_SIMULATIONS")
+
+
+def _check_seed(seed: int) -> None:
+    """Refuses a --seed that is no 32-bit random key seed."""
+    _bounded("--seed", seed, 0, MAX_SEED, "azjax.config.MAX_SEED: the random keys are 32-bit")
+
+
+_TRUST_HELP = ("Let the models and run dirs named here import their game's module from where "
+               "they say it is when it is not installed (that runs its code; docs/trust.md)")
+
+
+def _trusting(command):
+    """`command` run inside `envs.trust_game_code(trust_game)`, so that its `--trust-game`
+    reaches every model it loads (docs/trust.md)."""
+    import functools
+
+    @functools.wraps(command)
+    def trusting(*args, **kwargs):
+        from azjax import envs
+
+        with envs.trust_game_code(kwargs.get("trust_game", False)):
+            return command(*args, **kwargs)
+
+    return trusting
 
 
 @app.command()
@@ -125,6 +197,11 @@ def train(
         result = run_training(cfg, run_dir or Path("runs") / config.stem, show_progress=progress)
     except _user_errors() as error:
         _fail(error)
+    except KeyboardInterrupt as error:  # a second Ctrl-C, or one before training started
+        if os.environ.get("AZJAX_DEBUG"):
+            raise
+        typer.echo(f"stopped: {one_line(error) if str(error) else 'interrupted'}", err=True)
+        raise typer.Exit(code=130) from None
     import jax
 
     if jax.process_index() != 0:  # multi-host: process 0 speaks for the run
@@ -139,6 +216,7 @@ def train(
 
 
 @app.command("eval")
+@_trusting
 def evaluate(
     spec: Annotated[str, typer.Argument(help="Game id (shipped model), run dir or snapshot dir")],
     against: Annotated[list[str] | None, typer.Option(
@@ -171,9 +249,13 @@ def evaluate(
     anchors: Annotated[Path | None, typer.Option(
         help="With --ladder: an anchor table (`azjax anchors`) whose baselines join the ladder "
              "with their ratings held fixed")] = None,
+    trust_game: Annotated[bool, typer.Option("--trust-game", help=_TRUST_HELP)] = False,
 ) -> None:
     """Evaluate an agent: arenas against baselines or agents, oracle scoring, Elo ladders."""
+    _check_simulations(simulations=simulations, against_simulations=against_simulations)
+    _check_seed(seed)
     from azjax.evaluation.measure import evaluate_agent
+
 
     if ladder:
         if set_:
@@ -229,6 +311,7 @@ def anchors_table(
 ) -> None:
     """Rate fixed baselines by a round robin among them (random = 0) and write the anchor
     table that `azjax eval RUN --ladder --anchors FILE` holds fixed."""
+    _check_seed(seed)
     import json
 
     import jax
@@ -272,6 +355,7 @@ def report(
 
 
 @app.command()
+@_trusting
 def export(
     run_dir: Annotated[Path, typer.Argument(help="A training run dir")],
     snapshot: Annotated[str | None, typer.Argument(
@@ -301,9 +385,12 @@ def export(
         "--average", help="Export the mean of these snapshots' weights (stochastic weight "
                           "averaging; repeatable, e.g. --average 150 --average 175); the "
                           "newest of them gives the model its config and provenance")] = None,
+    trust_game: Annotated[bool, typer.Option("--trust-game", help=_TRUST_HELP)] = False,
 ) -> None:
     """Write a self-contained model (params, config, search defaults, format version) and its
     model card; with --oracle / --against, the card carries scores measured on the export."""
+    _check_simulations(simulations=simulations)
+    _check_seed(seed)
     from azjax.training.export import export_model
 
     evaluate = None
@@ -327,6 +414,7 @@ def export(
 
 
 @app.command()
+@_trusting
 def play(
     spec: Annotated[str, typer.Argument(
         help="Game id (its shipped model, or an untrained network until one is shipped), "
@@ -339,8 +427,11 @@ def play(
         help="Opening moves in human notation before play starts, e.g. '5 1' or '9-13 22-18'")
     ] = "",
     seed: Annotated[int, typer.Option()] = 0,
+    trust_game: Annotated[bool, typer.Option("--trust-game", help=_TRUST_HELP)] = False,
 ) -> None:
     """Play against an agent in the terminal (moves in the game's human notation)."""
+    _check_simulations(simulations=simulations)
+    _check_seed(seed)
     from azjax.apps.terminal import play_terminal
     from azjax.apps.turns import load_play_agent
 
@@ -352,6 +443,7 @@ def play(
 
 
 @app.command()
+@_trusting
 def serve(
     host: Annotated[str, typer.Option(help="Address to listen on")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on")] = 8000,
@@ -362,6 +454,7 @@ def serve(
         "--game", help="Serve this instead of the built-in games (repeatable): a game id, a "
                        "run or model dir, or a game of your own as module:Class (untrained)")
     ] = None,
+    trust_game: Annotated[bool, typer.Option("--trust-game", help=_TRUST_HELP)] = False,
 ) -> None:
     """A local web app to play every game in the browser, and its JSON API
     (docs/play-and-serve.md)."""
@@ -390,8 +483,22 @@ def _normalise_argv(argv: list[str]) -> list[str]:
 
 
 def run() -> None:
-    """The console script `azjax`."""
-    sys.exit(app(args=_normalise_argv(sys.argv[1:]), prog_name="azjax"))
+    """The console script `azjax` (and `python -m azjax`): a usage error (an unknown option, a
+    value out of its range) is one line too, `error: ...`, exit status 2."""
+    try:
+        code = app(args=_normalise_argv(sys.argv[1:]), prog_name="azjax", standalone_mode=False)
+    except Exception as error:  # click's (or typer's own copy of click's) exceptions
+        kind = type(error).__name__
+        if kind == "NoArgsIsHelpError":  # `azjax` alone: the help
+            typer.echo(error.ctx.get_help(), err=True)
+        elif kind == "Abort":  # an interrupted prompt
+            raise SystemExit(130) from None
+        elif hasattr(error, "format_message") and hasattr(error, "exit_code"):
+            typer.echo(f"error: {' '.join(error.format_message().split())}", err=True)
+        else:
+            raise
+        code = getattr(error, "exit_code", 2)
+    sys.exit(code)
 
 
 if __name__ == "__main__":  # pragma: no cover

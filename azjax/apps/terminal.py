@@ -30,9 +30,22 @@ Write = Callable[[str], None]
 
 
 def _stdin_read(prompt: str) -> str | None:
-    sys.stdout.write(prompt)
-    sys.stdout.flush()
-    line = sys.stdin.readline()
+    """The next line of standard input after `prompt`; None at the end of input.
+
+    Raises:
+      EOFError: standard input is closed (no file at all, or one closed), so no move can
+        ever be read.
+    """
+    if sys.stdin is None or sys.stdin.closed:
+        raise EOFError("azjax play: standard input is closed; it reads the human's moves "
+                       "from there (run it in a terminal or pipe the moves in)")
+    if sys.stdout is not None:
+        sys.stdout.write(prompt)
+        sys.stdout.flush()
+    try:
+        line = sys.stdin.readline()
+    except UnicodeDecodeError as error:
+        raise ValueError(f"azjax play: standard input is not text ({error})") from None
     return None if line == "" else line  # "" only at the end of input
 
 

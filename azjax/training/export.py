@@ -191,8 +191,10 @@ def _card(config, extra: dict, storage_dtype: str = "float32", *, trained=None,
     trained, its limits, and how to load and play it."""
     evaluation = dict(extra.get("eval") or {})
     lines = [f"# azjax model: {config.game}", "", *_what_it_is(config, extra, storage_dtype), ""]
+    # A game whose module is not installed loads only with the user's say-so (docs/trust.md).
+    command_spec = f"{spec} --trust-game" if config.game_dir else spec
     lines += _results(config, extra, evaluation)
-    lines += _reproduce(config, extra, spec)
+    lines += _reproduce(config, extra, command_spec)
     lines += _training(trained or config, extra, run_dir)
     lines += _limits(config, extra)
     lines += _load_and_play(config, spec)
@@ -382,12 +384,15 @@ def _limits(config, extra: dict) -> list[str]:
 
 
 def _load_and_play(config, spec: str) -> list[str]:
+    trust = bool(config.game_dir)  # a game from user code that is not installed
+    load = f'"{spec}", trust_game=True' if trust else f'"{spec}"'
+    command_spec = f"{spec} --trust-game" if trust else spec
     return ["## Load and play", "", "```python", "import jax", "import azjax",
             "from azjax.agent import states_from_moves", "",
-            f'agent = azjax.Agent.load("{spec}")',
+            f"agent = azjax.Agent.load({load})",
             "states = states_from_moves(agent.env, [[]])  # the start; or a list of moves",
             "move = agent.act(jax.random.PRNGKey(0), states)  # at the default simulations",
             "print(agent.env.action_to_str(int(move[0])))", "```", "", "```bash",
-            f"azjax play {spec}          # in the terminal",
-            f"azjax eval {spec} --against greedy",
+            f"azjax play {command_spec}          # in the terminal",
+            f"azjax eval {command_spec} --against greedy",
             "```"]

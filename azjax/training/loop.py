@@ -16,7 +16,9 @@ decision to stop is process 0's.
 from __future__ import annotations
 
 import dataclasses
+import errno
 import math
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -27,6 +29,7 @@ import jax.numpy as jnp
 
 from azjax.config import ExperimentConfig, config_to_dict
 from azjax.core.steps import RunState
+from azjax.model_files import CheckpointError
 from azjax.training.progress import Progress
 from azjax.training.run_dir import open_run
 from azjax.training.segment import LoopState, Segment, start_segment
@@ -38,11 +41,23 @@ from azjax.training.stopping import (
     stop_reason,
 )
 
-__all__ = ["TrainingError", "RunResult", "train", "open_run"]
+__all__ = ["CheckpointWriteError", "TrainingError", "RunResult", "train", "open_run"]
 
 
 class TrainingError(RuntimeError):
     """Training cannot go on (e.g. a NaN loss); the last good checkpoint is kept."""
+
+
+class CheckpointWriteError(CheckpointError):
+    """A checkpoint could not be written (a full or read-only disk); the older ones stand.
+
+    Attributes:
+      iteration: the iteration whose checkpoint failed.
+    """
+
+    def __init__(self, message: str, iteration: int):
+        super().__init__(message)
+        self.iteration = iteration
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,12 +99,17 @@ def train(config: ExperimentConfig, run_dir: str | Path, *, show_progress: bool 
     Raises:
       CheckpointError / ConfigError: see `open_run` (raised before anything is written).
       TrainingError: a non-finite loss; the last good checkpoint is kept.
+      CheckpointWriteError, OSError: a full or read-only disk; metrics.jsonl holds whole
+        records only, and the last good checkpoint stands (a note on the error says which).
+      KeyboardInterrupt: a second Ctrl-C or SIGTERM, as soon as the compiled call in flight
+        returns; the last checkpoint stands likewise.
     """
     segment, loop = start_segment(config, Path(run_dir), evaluator_factory, time.perf_counter())
     progress = Progress(segment.config, loop.iteration, segment.wall_s(),
                         enabled=show_progress and segment.main.enabled)
     loop.budget_spent = _budget_spent(segment, loop)  # no iteration's cost is known yet
     requests = StopRequests(segment.main.say)
+    failed = True
     try:
         requests.install()
         while stop_reason(segment.config, loop.budget_spent, loop.last_record, requests) is None:
@@ -104,15 +124,16 @@ def train(config: ExperimentConfig, run_dir: str | Path, *, show_progress: bool 
             _log_and_checkpoint(segment, loop, record)
             progress.advance(record)
         _finish(segment, loop, requests.signal_name)
-    except Exception as error:
-        _keep_work_on_error(segment, loop, error)
+        failed = False
+    except BaseException as error:
+        if isinstance(error, Exception):
+            _keep_work_on_error(segment, loop, error)
+        if not isinstance(error, TrainingError):  # whose message says it
+            error.add_note(_what_stands(segment.run_dir, error.iteration if isinstance(
+                error, CheckpointWriteError) else None))
         raise
     finally:
-        requests.restore()
-        segment.main.close()
-        progress.close()
-        segment.logger.close()
-        segment.checkpointer.close()
+        _close(segment, progress, requests, failed=failed)
     return _end(segment, loop, requests.signal_name)
 
 
@@ -219,17 +240,29 @@ def _log_and_checkpoint(segment: Segment, loop: LoopState, record: dict[str, Any
     loop.unlogged, loop.last_record = None, record
     if loop.iteration % segment.config.eval.every_iterations == 0:
         segment.main.plot_soon()
-    if loop.iteration % segment.config.checkpoint.every_iterations == 0:
+    # The run's first iteration is always checkpointed: a run killed at any later moment
+    # resumes with the same command, whatever checkpoint.every_iterations is.
+    if loop.iteration % segment.config.checkpoint.every_iterations == 0 or loop.iteration == 1:
         _save(segment, loop)
 
 
 def _save(segment: Segment, loop: LoopState) -> None:
-    """Checkpoints the whole run state, with what a resume needs (collective: every process)."""
+    """Checkpoints the whole run state, with what a resume needs (collective: every process).
+
+    Raises:
+      CheckpointWriteError: the checkpoint could not be written; orbax writes it in a
+        temporary directory renamed when complete, so the older checkpoints stand.
+    """
     config, iteration = segment.config, int(loop.state.iteration)
     meta = {"config": config_to_dict(config), "wall_s": segment.wall_s(),
             "iteration": iteration, "time_to_perfect_s": loop.time_to_perfect,
             "seed": config.seed, "game": config.game, "compute": loop.compute.as_meta()}
-    segment.checkpointer.save(iteration, loop.state, meta)
+    try:
+        segment.checkpointer.save(iteration, loop.state, meta)
+    except Exception as error:  # orbax raises many types for one full disk
+        raise CheckpointWriteError(
+            f"could not write checkpoint {segment.checkpointer.directory / str(iteration)}: "
+            f"{failure_reason(error)}", iteration) from error
 
 
 def _snapshot(segment: Segment, loop: LoopState, record: dict[str, Any],
@@ -276,8 +309,11 @@ def _end(segment: Segment, loop: LoopState, stopped_by: str | None) -> RunResult
 def _keep_work_on_error(segment: Segment, loop: LoopState, error: Exception) -> None:
     """An error between iterations (an evaluation, a snapshot, a plot) keeps the iterations
     done since the last checkpoint. Not after a NaN loss (the last good checkpoint is the one
-    to keep), nor with several processes (saving is collective)."""
-    if not (loop.state_is_whole and not isinstance(error, TrainingError)
+    to keep), nor after a checkpoint that could not be written, nor with several processes
+    (saving is collective). Nor when the iteration's record cannot be logged (a full disk):
+    the resumed run then trains that iteration again and logs it."""
+    if not (loop.state_is_whole
+            and not isinstance(error, TrainingError | CheckpointWriteError)
             and jax.process_count() == 1
             and segment.checkpointer.latest_iteration() != loop.iteration):
         return
@@ -288,3 +324,54 @@ def _keep_work_on_error(segment: Segment, loop: LoopState, error: Exception) -> 
         segment.main.say(f"checkpointed iteration {loop.iteration} before stopping on the error")
     except Exception:  # the original error is the one to report
         pass
+
+
+def _close(segment: Segment, progress: Progress, requests: StopRequests, *,
+           failed: bool) -> None:
+    """Restores the signal handlers, draws the last curves and closes the logs and the
+    checkpointer. After an error (`failed`) a second one here (the same full disk) is dropped:
+    the first is the one to report."""
+    first = None
+    for close in (requests.restore, segment.main.close, progress.close, segment.logger.close,
+                  segment.checkpointer.close):
+        try:
+            close()
+        except Exception as error:
+            first = first or error
+    if first is not None and not failed:
+        raise first
+
+
+def _what_stands(run_dir: Path, failed: int | None) -> str:
+    """What a stopped run keeps, for the note on its error: its newest checkpoint but the one
+    whose save `failed`."""
+    done = [int(p.name) for p in (run_dir / "checkpoints").glob("*")
+            if p.name.isdigit() and int(p.name) != failed]
+    if not done:
+        return "no checkpoint was written yet: the same command starts the run again"
+    return (f"the last checkpoint (iteration {max(done)}) stands: the same command resumes "
+            f"from it")
+
+
+_REASONS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EIO)
+
+
+def failure_reason(error: BaseException) -> str:
+    """Why a write failed, in a few words: the strerror of an OSError in `error`'s chain (or
+    its group), else a known one its message quotes (`No space left on device`), else its
+    first line."""
+    chain, seen = [error], set()
+    while chain:
+        cause = chain.pop(0)
+        if id(cause) in seen:
+            continue
+        seen.add(id(cause))
+        if isinstance(cause, OSError) and cause.strerror:
+            return cause.strerror
+        quoted = [os.strerror(code) for code in _REASONS if os.strerror(code) in str(cause)]
+        if quoted:
+            return quoted[0]
+        chain += [c for c in (cause.__cause__, cause.__context__) if c is not None]
+        chain += list(getattr(cause, "exceptions", ()))
+    first = (str(error).strip().splitlines() or [""])[0][:200]
+    return f"{type(error).__name__}: {first}" if first else type(error).__name__

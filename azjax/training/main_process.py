@@ -15,7 +15,7 @@ import yaml
 
 from azjax.config import ExperimentConfig, config_to_dict
 from azjax.model_files import save_model
-from azjax.training.metrics import plot_curves
+from azjax.training.metrics import append_line, plot_curves, write_atomic
 from azjax.training.progress import print_line
 
 __all__ = ["MainProcess"]
@@ -37,8 +37,8 @@ class MainProcess:
     def write_config(self, config: ExperimentConfig) -> None:
         """config.yaml: the config the run goes on with."""
         if self.enabled:
-            (self.run_dir / "config.yaml").write_text(yaml.safe_dump(config_to_dict(config),
-                                                                     sort_keys=False))
+            write_atomic(self.run_dir / "config.yaml",
+                         yaml.safe_dump(config_to_dict(config), sort_keys=False))
 
     def snapshot(self, iteration: int, params: Any, config: ExperimentConfig,
                  meta: dict[str, Any]) -> None:
@@ -60,8 +60,7 @@ class MainProcess:
     def write_end(self, summary: dict[str, Any]) -> None:
         """The last line of metrics.jsonl (after its logger has closed)."""
         if self.enabled:
-            with (self.run_dir / "metrics.jsonl").open("a") as f:
-                f.write(json.dumps(summary) + "\n")
+            append_line(self.run_dir / "metrics.jsonl", json.dumps(summary))
 
 
 class _BackgroundPlotter:

@@ -1,14 +1,24 @@
-"""Run logging: metrics.jsonl, TensorBoard event files, and a PNG of the learning curves."""
+"""Run logging: metrics.jsonl, TensorBoard event files, and a PNG of the learning curves.
+
+Writes to metrics.jsonl are whole or nothing: a record is appended in full or not at all (a
+failed write, on a full disk, truncates the file back), and the file is rewritten through a
+temporary file and a rename, which leaves no temporary file behind when it fails. Every write
+happens in the calling thread, so a full or read-only disk raises its OSError there.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import math
 import os
+import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ["MetricsLogger", "machine_description", "plot_curves", "read_metrics"]
+__all__ = ["MetricsLogger", "append_line", "machine_description", "plot_curves",
+           "read_metrics", "write_atomic"]
 
 _CURVES = (  # (title, metric keys) per panel of curves.png
     ("loss", ("loss/value", "loss/policy", "loss/material")),  # material: with its head
@@ -65,6 +75,53 @@ def read_metrics(path: str | Path) -> list[dict[str, Any]]:
     return records
 
 
+def append_line(path: str | Path, line: str) -> None:
+    """Appends `line` and a newline to `path` whole or not at all.
+
+    Raises:
+      OSError: the write failed (a full or read-only disk); the file is as it was.
+    """
+    data = memoryview((line + "\n").encode())
+    with open(path, "ab", buffering=0) as file:
+        size = os.fstat(file.fileno()).st_size
+        try:
+            while data:
+                written = _write(file, data)
+                if not written:
+                    raise OSError(errno.EIO, "the write stopped", str(path))
+                data = data[written:]
+        except BaseException:  # a full disk, or an interrupt mid-line: no partial record
+            with contextlib.suppress(OSError):
+                file.truncate(size)
+            raise
+
+
+def _write(file: Any, data: memoryview) -> int:
+    """Writes what it can of `data` to the unbuffered `file`; the number of bytes written."""
+    return file.write(data) or 0
+
+
+def write_atomic(path: str | Path, text: str) -> None:
+    """Replaces `path` by a file holding `text`, through `<path>.tmp` and a rename: a reader or
+    a killed process sees the old file or the new one, never a part.
+
+    Raises:
+      OSError: the write failed (a full or read-only disk), naming `path`; `path` is as it
+        was and no `<path>.tmp` is left.
+    """
+    path = Path(path)
+    scratch = path.with_name(path.name + ".tmp")
+    try:
+        scratch.write_text(text)
+        os.replace(scratch, path)
+    except BaseException as error:
+        with contextlib.suppress(OSError):
+            scratch.unlink(missing_ok=True)
+        if isinstance(error, OSError) and error.strerror:  # named by the file it replaces
+            raise OSError(error.errno, error.strerror, str(path)) from None
+        raise
+
+
 class MetricsLogger:
     """Appends records to `run_dir/metrics.jsonl` and mirrors scalars to TensorBoard.
 
@@ -88,31 +145,55 @@ class MetricsLogger:
         kept = [] if resume_iteration is None else [
             r for r in read_metrics(self.path) if r.get("iteration", 0) <= resume_iteration]
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        scratch = self.path.with_name(self.path.name + ".tmp")  # a kill mid-write keeps the log
-        scratch.write_text("".join(json.dumps(r) + "\n" for r in kept))
-        os.replace(scratch, self.path)
-        from tensorboardX import SummaryWriter
-
-        self._writer = SummaryWriter(str(self.run_dir / "tensorboard"))
+        write_atomic(self.path, "".join(json.dumps(r) + "\n" for r in kept))
+        self._writer = _EventFile(self.run_dir / "tensorboard")
 
     def log(self, record: dict[str, Any]) -> None:
-        """Appends `record` (numpy values made plain) as one JSON line; its finite numbers
-        also go to TensorBoard at step `record["iteration"]`."""
+        """Appends `record` (numpy values made plain) as one JSON line, whole or not at all;
+        its finite numbers also go to TensorBoard at step `record["iteration"]`.
+
+        Raises:
+          OSError: a write failed (a full or read-only disk); metrics.jsonl is as it was.
+        """
         if not self.enabled:
             return
         clean = {k: _plain(v) for k, v in record.items()}
-        with self.path.open("a") as f:
-            f.write(json.dumps(clean) + "\n")
-        step = int(clean.get("iteration", 0))
-        for key, value in clean.items():
-            if key != "iteration" and isinstance(value, (int, float)) and math.isfinite(value):
-                self._writer.add_scalar(key, value, step)
-        self._writer.flush()
+        # TensorBoard first: a record in metrics.jsonl is one logged in full.
+        self._writer.write(int(clean.get("iteration", 0)), {
+            key: value for key, value in clean.items()
+            if key != "iteration" and isinstance(value, (int, float)) and math.isfinite(value)})
+        append_line(self.path, json.dumps(clean))
 
     def close(self) -> None:
-        """Closes the TensorBoard writer."""
+        """Closes the TensorBoard event file."""
         if self._writer is not None:
             self._writer.close()
+
+
+class _EventFile:
+    """A TensorBoard event file written in the calling thread (tensorboardX's `SummaryWriter`
+    writes from a worker thread, whose errors on a full disk would print a traceback and then
+    block every later write)."""
+
+    def __init__(self, directory: Path):
+        from tensorboardX.event_file_writer import EventsWriter
+
+        directory.mkdir(parents=True, exist_ok=True)
+        self._events = EventsWriter(str(directory / "events"))
+
+    def write(self, step: int, scalars: dict[str, float]) -> None:
+        """Appends `scalars` at `step` and flushes them to disk."""
+        from tensorboardX.proto import event_pb2
+        from tensorboardX.summary import scalar
+
+        for key, value in scalars.items():
+            self._events.write_event(event_pb2.Event(
+                wall_time=time.time(), step=step, summary=scalar(key, value)))
+        self._events.flush()
+
+    def close(self) -> None:
+        """Closes the file."""
+        self._events.close()
 
 
 def _plain(value: Any) -> Any:
@@ -171,10 +252,22 @@ def plot_curves(run_dir: str | Path) -> Path | None:
     fig.suptitle(f"azjax run: {run_dir.name}")
     fig.tight_layout()
     out = run_dir / "curves.png"
-    fig.savefig(out, dpi=90)
+    _save_figure(fig, out)
     plt.close(fig)
     _plot_oracle_sets(run_dir, records)
     return out
+
+
+def _save_figure(fig: Any, out: Path) -> None:
+    """Writes `fig` to `out` as a PNG through a temporary file and a rename (`write_atomic`)."""
+    scratch = out.with_name(out.name + ".tmp")
+    try:
+        fig.savefig(scratch, dpi=90, format="png")
+        os.replace(scratch, out)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            scratch.unlink(missing_ok=True)
+        raise
 
 
 def _points(records: list[dict[str, Any]], key: str) -> list[tuple[float, float]]:
@@ -234,6 +327,6 @@ def _plot_oracle_sets(run_dir: Path, records: list[dict[str, Any]]) -> Path | No
     fig.suptitle(f"azjax run {run_dir.name}: oracle error per set (% of positions)")
     fig.tight_layout()
     out = run_dir / "oracle.png"
-    fig.savefig(out, dpi=90)
+    _save_figure(fig, out)
     plt.close(fig)
     return out

@@ -29,7 +29,7 @@ from azjax.training.metrics import MetricsLogger, read_metrics
 from azjax.training.run_dir import open_run
 from azjax.training.trainer import Trainer
 
-__all__ = ["LoopState", "Segment", "start_segment"]
+__all__ = ["LoopState", "Segment", "fallback_line", "start_segment"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,10 +105,13 @@ def start_segment(config: ExperimentConfig, run_dir: Path, evaluator_factory: Ca
     init_key, train_key, eval_key = jax.random.split(jax.random.PRNGKey(config.seed), 3)
 
     run_dir.mkdir(parents=True, exist_ok=True)
-    checkpointer = RunCheckpointer(run_dir, keep=config.checkpoint.keep)
+    checkpointer = RunCheckpointer(run_dir, keep=config.checkpoint.keep,
+                                   damaged=resume["damaged"] if resume else ())
     if resume is None:
         state, wall_offset, time_to_perfect = trainer.init_state(init_key), 0.0, None
     else:
+        if resume["damaged"]:
+            main.say(fallback_line(resume["damaged"], resume["iteration"]))
         # With a mesh the target carries its shardings: each process reads only its shards.
         state = checkpointer.restore_state(resume["iteration"], trainer.abstract_state())
         wall_offset = float(resume.get("wall_s", 0.0))
@@ -137,6 +140,22 @@ def start_segment(config: ExperimentConfig, run_dir: Path, evaluator_factory: Ca
                               snapshotted=iteration, compute=compute)
 
 
+def fallback_line(damaged: dict[int, str], iteration: int) -> str:
+    """The line a resume prints when it passes over damaged checkpoints.
+
+    Args:
+      damaged: {iteration: why} of the checkpoints passed over, newest first
+        (`RunCheckpointer.newest_intact`).
+      iteration: the checkpoint resumed from.
+
+    Returns:
+      One line: why each was passed over, and which one the run resumes from.
+    """
+    passed = "; ".join(f"checkpoint {i}: {why}" for i, why in damaged.items())
+    return (f"{passed}; resuming from checkpoint {iteration}, the newest intact one (nothing "
+            "moved or deleted)")
+
+
 def _announce(segment: Segment, mesh: Any, iteration: int, resume: dict[str, Any] | None, *,
               split: bool) -> None:
     """Prints the mesh; logs the segment's first record (where it runs, what changed).
@@ -152,7 +171,9 @@ def _announce(segment: Segment, mesh: Any, iteration: int, resume: dict[str, Any
         "event": "resume" if resume else "start", "iteration": iteration,
         "wall_s": segment.wall_s(), **layout, "updates_on_one_device": split,
         **segment.costs.as_record(),
-        **({"config_changed": resume["changed"]} if resume and resume["changed"] else {})})
+        **({"config_changed": resume["changed"]} if resume and resume["changed"] else {}),
+        **({"damaged_checkpoints": sorted(resume["damaged"])}
+           if resume and resume["damaged"] else {})})
 
 
 def _untrained_params(segment: Segment, state: RunState, resume: dict[str, Any] | None, *,

@@ -7,6 +7,8 @@ and save the last checkpoint together.
 
 from __future__ import annotations
 
+import _thread
+import os
 import signal
 import threading
 from collections.abc import Callable, Sequence
@@ -77,28 +79,87 @@ def agreed(value: T, choices: Sequence[T]) -> T:
 
 
 class StopRequests:
-    """The first SIGINT/SIGTERM asks the loop to stop after the current iteration (it then
-    checkpoints and exits normally); a second one interrupts at once."""
+    """Ctrl-C and SIGTERM: the first asks the loop to stop after the current iteration (it then
+    checkpoints and exits normally); a second stops at once, with a KeyboardInterrupt as soon as
+    the main thread runs Python again (the compiled call in flight cannot be cut short).
+
+    Python runs a signal handler only between bytecodes of the main thread, so a signal that
+    comes during a long compiled call would wait for its end, and a second one in that window
+    would be lost. Each signal is therefore also written to a pipe (`signal.set_wakeup_fd`)
+    that a watcher thread reads: every signal is counted and acknowledged (`say`) the moment
+    it arrives.
+
+    Args:
+      say: prints one line (from the watcher thread too).
+    """
 
     def __init__(self, say: Callable[[str], None]) -> None:
-        self.signal_name: str | None = None
+        self.signal_name: str | None = None  # the first signal's name
+        self.count = 0  # the signals received
         self._say = say
         self._previous: dict = {}
-
-    def _handle(self, signum, frame) -> None:
-        if self.signal_name is not None:
-            raise KeyboardInterrupt
-        self.signal_name = signal.Signals(signum).name
-        self._say(f"{self.signal_name}: stopping after this iteration and saving a checkpoint "
-                  "(send it again to stop now)")
+        self._lock = threading.Lock()
+        self._raised = False  # the KeyboardInterrupt of a second signal, raised once
+        self._pipe: tuple[int, int] | None = None  # (read end, write end) while watching
+        self._previous_wakeup = -1
+        self._watcher: threading.Thread | None = None
 
     def install(self) -> None:
-        """Handles SIGINT and SIGTERM (only the main thread can)."""
-        if threading.current_thread() is threading.main_thread():
-            self._previous = {sig: signal.signal(sig, self._handle)
-                              for sig in (signal.SIGINT, signal.SIGTERM)}
+        """Handles SIGINT and SIGTERM (only the main thread can) and starts the watcher."""
+        if threading.current_thread() is not threading.main_thread():
+            return
+        self._previous = {sig: signal.signal(sig, self._handle)
+                          for sig in (signal.SIGINT, signal.SIGTERM)}
+        read_end, write_end = os.pipe()
+        os.set_blocking(write_end, False)
+        self._previous_wakeup = signal.set_wakeup_fd(write_end, warn_on_full_buffer=False)
+        self._pipe = (read_end, write_end)
+        self._watcher = threading.Thread(target=self._watch, args=(read_end,), daemon=True,
+                                         name="azjax-signals")
+        self._watcher.start()
 
     def restore(self) -> None:
-        """Puts back the handlers `install` replaced."""
+        """Puts back the handlers and the wakeup fd `install` replaced; ends the watcher."""
+        if self._pipe is not None:
+            (read_end, write_end), self._pipe = self._pipe, None  # `_handle` counts from here
+            signal.set_wakeup_fd(self._previous_wakeup)
+            os.close(write_end)  # the watcher reads the end of the pipe and returns
+            self._watcher.join()
+            os.close(read_end)
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)
+        self._previous = {}
+
+    def _watch(self, read_end: int) -> None:
+        """The watcher thread: counts each SIGINT and SIGTERM as the pipe receives it."""
+        while data := os.read(read_end, 64):
+            for number in data:
+                if number in (signal.SIGINT, signal.SIGTERM):
+                    self._received(signal.Signals(number).name, from_watcher=True)
+
+    def _handle(self, signum, frame) -> None:
+        """The Python handler (main thread): raises the second signal's KeyboardInterrupt.
+        Without the watcher (while `restore` ends it) it counts the signals itself."""
+        if self._pipe is None:
+            self._received(signal.Signals(signum).name, from_watcher=False)
+        if self.count >= 2 and not self._raised:
+            self._raised = True
+            raise KeyboardInterrupt(f"a second {self.signal_name} stopped the run at once")
+
+    def _received(self, name: str, *, from_watcher: bool) -> None:
+        """Counts a signal and says what it does: the first stops after this iteration, the
+        second at once (the watcher then has the main thread run its handler again, which
+        raises as soon as the main thread runs Python)."""
+        with self._lock:
+            self.count += 1
+            count = self.count
+            if count == 1:
+                self.signal_name = name
+        if count == 1:
+            self._say(f"{name}: stopping after this iteration and saving a checkpoint "
+                      "(send it again to stop now)")
+        elif count == 2:
+            self._say(f"{name} again: stopping now; the run resumes from its last checkpoint "
+                      "with the same command")
+            if from_watcher:  # runs `_handle` in the main thread (and writes to the pipe)
+                _thread.interrupt_main(signal.SIGINT)
