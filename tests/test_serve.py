@@ -310,3 +310,16 @@ def test_concurrent_requests_get_legal_answers_identical_to_sequential_ones(play
         assert status == 200, (request, answer)
         _check_answer(request, answer)
         assert (status, answer) == again, request
+
+
+def test_a_port_in_use_is_refused_naming_the_address():
+    import socket
+
+    from azjax.apps.serve import _check_address
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(OSError, match=rf"cannot listen on 127\.0\.0\.1:{port}: "):
+            _check_address("127.0.0.1", port)

@@ -462,5 +462,20 @@ def run_server(*, host: str = "127.0.0.1", port: int = 8000, warm: bool = False,
     if warm:
         print("compiling the searches...", flush=True)
         service.warm()
+    _check_address(host, port)
     print(f"azjax serve: open http://{host}:{port}/  (Ctrl-C stops)", flush=True)
     uvicorn.run(create_app(service), host=host, port=port, log_level="warning")
+
+
+def _check_address(host: str, port: int) -> None:
+    """Raises OSError naming `host`:`port` when the server could not listen there (a port in
+    use, an address not of this machine), before the model is served."""
+    import socket
+
+    try:
+        with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind((host, port))
+    except OSError as error:
+        raise OSError(error.errno, f"cannot listen on {host}:{port}: "
+                                   f"{error.strerror or error}") from None
