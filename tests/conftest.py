@@ -11,6 +11,9 @@ import pytest
 from hypothesis import settings
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+# The one limit a test puts on a wait or a subprocess: it only ends a hung one. No test passes
+# or fails on how long something took; a slow or busy machine makes the suite slower, not red.
+HANG_S = 1800
 ORACLES = Path(os.environ.get("AZJAX_ORACLES", REPO_ROOT / "azjax" / "data" / "oracles"))
 JAX_CACHE = REPO_ROOT / ".jax_cache"
 

@@ -10,6 +10,8 @@ import time
 import urllib.error
 import urllib.request
 
+from conftest import HANG_S
+
 # Opening lines in PDN (found by random play) where a multi-jump is the only move:
 # after HUMAN_JUMP_LINE Black (the human, moving first) must play 8x15x24; after AI_JUMP_LINE
 # White (the AI, moving second) must play 22x15x6.
@@ -49,7 +51,7 @@ class PlayServer:
         self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]},
                                         daemon=True)
         self._thread.start()
-        deadline = time.monotonic() + 120  # a safety net, not a time budget
+        deadline = time.monotonic() + HANG_S  # ends only a server that never starts
         while not self._server.started:
             if time.monotonic() > deadline or not self._thread.is_alive():
                 raise RuntimeError("the play server did not start")
@@ -61,7 +63,7 @@ class PlayServer:
         request = urllib.request.Request(self.url + path, data=data,
                                          headers={"Content-Type": "application/json"})
         try:
-            with urllib.request.urlopen(request, timeout=120) as response:
+            with urllib.request.urlopen(request, timeout=HANG_S) as response:
                 return response.status, json.loads(response.read())
         except urllib.error.HTTPError as error:
             return error.code, json.loads(error.read())
@@ -70,7 +72,7 @@ class PlayServer:
                 chunked: bool = False) -> tuple[int, str, bytes]:
         """(status, Content-Type, body) of one raw request on a fresh connection: `body` as is,
         with its Content-Length, or in 64 KiB chunks of chunked transfer encoding."""
-        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=120)
+        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=HANG_S)
         try:
             data = body
             if chunked and body is not None:

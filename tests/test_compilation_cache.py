@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import jax
-from conftest import JAX_CACHE
+from conftest import HANG_S, JAX_CACHE
 from typer.testing import CliRunner
 
 from azjax.apps.cli import _cache_directory, app
@@ -30,5 +30,5 @@ def test_commands_the_suite_runs_cache_in_the_checkout(tmp_path):
     # a subprocess inherits the setting
     code = "import os; from azjax.apps.cli import _cache_directory as d; print(d(os.environ))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True, timeout=120)
+                         check=True, timeout=HANG_S)
     assert out.stdout.strip() == str(JAX_CACHE)

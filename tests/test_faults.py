@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REPO_ROOT, TINY_RUN_CONFIG
+from conftest import HANG_S, REPO_ROOT, TINY_RUN_CONFIG
 from typer.testing import CliRunner
 
 from azjax.apps.cli import app
@@ -45,7 +45,7 @@ CONFIG = dataclasses.replace(
 RUNNER = CliRunner(env={"AZJAX_COMPILATION_CACHE": str(REPO_ROOT / ".jax_cache")})
 ENV = dict(os.environ, AZJAX_COMPILATION_CACHE=str(REPO_ROOT / ".jax_cache"),
            PYTHONUNBUFFERED="1")
-SAFETY_S = 900  # only ends a hung process or thread; nothing waits on the clock otherwise
+SAFETY_S = HANG_S  # only ends a hung process or thread; nothing waits on the clock otherwise
 
 
 def _config_file(directory: Path, config=CONFIG) -> Path:

@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import REPO_ROOT
+from conftest import HANG_S, REPO_ROOT
 
 _SPEC = importlib.util.spec_from_file_location("lever_protocol",
                                                REPO_ROOT / "tools" / "lever_protocol.py")
@@ -105,5 +105,5 @@ def test_the_protocol_end_to_end_on_tiny_tic_tac_toe(tmp_path):
     (out / "table.md").unlink()
     subprocess.run([sys.executable, str(REPO_ROOT / "tools" / "lever_protocol.py"),
                     "--report-only", "--out", str(out)], check=True, capture_output=True,
-                   timeout=600)
+                   timeout=HANG_S)
     assert (out / "table.md").read_text() == table

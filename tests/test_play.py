@@ -9,7 +9,7 @@ import sys
 import jax
 import numpy as np
 import pytest
-from conftest import REPO_ROOT
+from conftest import HANG_S, REPO_ROOT
 from play_server import HUMAN_JUMP_LINE, PlayServer
 from typer.testing import CliRunner
 from user_game_module import Pile
@@ -50,7 +50,7 @@ def test_a_closed_standard_input_is_one_line_not_a_traceback():
     env = dict(os.environ, AZJAX_COMPILATION_CACHE=str(REPO_ROOT / ".jax_cache"))
     out = subprocess.run([sys.executable, "-m", "azjax", "play", "tic_tac_toe",
                           "--simulations", "8"], capture_output=True, text=True, cwd=REPO_ROOT,
-                         env=env, timeout=300, preexec_fn=lambda: os.close(0))
+                         env=env, timeout=HANG_S, preexec_fn=lambda: os.close(0))
     assert out.returncode == 2, out.stderr
     assert out.stderr == ("error: azjax play: standard input is closed; it reads the human's "
                           "moves from there (run it in a terminal or pipe the moves in)\n")

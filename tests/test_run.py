@@ -17,7 +17,7 @@ import jax
 import numpy as np
 import pytest
 import yaml
-from conftest import REPO_ROOT, TINY_RUN_CONFIG, tiny_config
+from conftest import HANG_S, REPO_ROOT, TINY_RUN_CONFIG, tiny_config
 
 from azjax.config import (
     BudgetConfig,
@@ -331,7 +331,7 @@ def test_the_perfect_play_bar_ends_the_run_only_when_asked(tmp_path, monkeypatch
 # ---- through the CLI, in subprocesses -----------------------------------------------------------
 
 
-def _cli(*args, timeout=900):
+def _cli(*args, timeout=HANG_S):
     env = dict(os.environ, JAX_COMPILATION_CACHE_DIR=str(REPO_ROOT / ".jax_cache"),
                PYTHONUNBUFFERED="1")
     return subprocess.run([sys.executable, "-m", "azjax", *args], capture_output=True,
@@ -390,7 +390,7 @@ def test_sigint_stops_after_the_iteration_with_a_checkpoint(tmp_path):
     metrics = run_dir / "metrics.jsonl"
 
     def interrupt_after_first_iteration():
-        deadline = time.monotonic() + 900  # only a safety net for a hung run
+        deadline = time.monotonic() + HANG_S  # only a safety net for a hung run
         while time.monotonic() < deadline:
             if metrics.is_file() and '"loss"' in metrics.read_text():
                 os.kill(os.getpid(), signal.SIGINT)

@@ -12,7 +12,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import REPO_ROOT
+from conftest import HANG_S, REPO_ROOT
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +28,7 @@ def wheel(tmp_path_factory):
                     ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
                     "-q", "-w", str(tmp), str(source)], check=True, capture_output=True,
-                   timeout=600)
+                   timeout=HANG_S)
     (built,) = tmp.glob("azjax-*.whl")
     return built
 
@@ -65,21 +65,21 @@ def test_azjax_installs_beside_another_top_level_envs_package(wheel, tmp_path):
     sees this interpreter's packages (jax and the rest) and pip."""
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip",
-                    str(venv)], check=True, capture_output=True, timeout=120)
+                    str(venv)], check=True, capture_output=True, timeout=HANG_S)
     python = str(venv / "bin" / "python")
     site = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()"
                            "['purelib'])"], check=True, capture_output=True, text=True,
-                          timeout=60).stdout.strip()
+                          timeout=HANG_S).stdout.strip()
     (Path(site) / "envs").mkdir(parents=True)
     (Path(site) / "envs" / "__init__.py").write_text('MARK = "another project"\n')
     subprocess.run([python, "-m", "pip", "install", "-q", "--no-deps", "--no-index",
                     "--ignore-installed", str(wheel)], check=True, capture_output=True,
-                   timeout=300)
+                   timeout=HANG_S)
     check = ("import envs, azjax, azjax.envs\n"
              "assert envs.MARK == 'another project', envs.__file__\n"
              f"assert azjax.__file__.startswith({site!r}), azjax.__file__\n"
              "assert azjax.envs.make('tic_tac_toe').num_actions == 9\n")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # no checkout on the path
     out = subprocess.run([python, "-c", check], cwd=tmp_path, env=env, capture_output=True,
-                         text=True, timeout=300)
+                         text=True, timeout=HANG_S)
     assert out.returncode == 0, out.stderr[-3000:]
