@@ -4,7 +4,8 @@ A run killed at any moment resumes with the same command and ends with the param
 never stopped, bit for bit; a full or read-only disk (simulated: the suite may run as root,
 where permissions stop no write) ends in one `error:` line, with no half-written file and the
 last good checkpoint standing; a value out of its bounds, bad YAML in `--set` or a malformed
-model.json is one line too; a second Ctrl-C during a compiled call stops as soon as it returns.
+model.json is one line too; a second Ctrl-C during a compiled call stops once the iteration in
+flight is trained, keeping it, and a third at once.
 """
 
 from __future__ import annotations
@@ -410,30 +411,32 @@ def test_the_console_script_prints_one_line_and_no_library_logs(tmp_path):
 # ---- Ctrl-C during a long compiled call --------------------------------------------------------
 
 
-def test_ctrl_c_is_acknowledged_during_a_compiled_call_and_a_second_one_stops_at_once(
-        tmp_path, monkeypatch):
-    """The second iteration holds the main thread in C code that Python signal handlers cannot
-    interrupt, as a long compiled call does (a pthread mutex another thread holds): both
-    SIGINTs are acknowledged while it is held, and the second raises KeyboardInterrupt as soon
-    as the call returns, leaving the checkpoint of iteration 1."""
+def _press_while_held(tmp_path, monkeypatch, presses: int, owner, name: str, held) -> tuple:
+    """Trains CONFIG (or the one `owner`'s test sets) in tmp_path while `owner.name`, when
+    `held(args)` says so, holds the main thread in C code that Python signal handlers cannot
+    interrupt, as a long compiled call does (a pthread mutex another thread holds); SIGINT is
+    sent `presses` times while it is held, each once the previous one was acknowledged.
+
+    Returns:
+      (the exception `train` raised, the lines the run said about SIGINT).
+    """
     import ctypes
 
     from azjax.training import main_process
     from azjax.training.loop import train
-    from azjax.training.trainer import Trainer
 
     libc = ctypes.CDLL(None)
     mutex = ctypes.create_string_buffer(128)  # a pthread_mutex_t, with room to spare
     assert libc.pthread_mutex_init(mutex, None) == 0
     locked, blocked, said = threading.Event(), threading.Event(), []
-    acknowledged = [threading.Event(), threading.Event()]
+    acknowledged = [threading.Event() for _ in range(presses)]
 
     def say(line):
         said.append(line)
         if "SIGINT" in line:
             acknowledged[sum("SIGINT" in s for s in said) - 1].set()
 
-    def hold_then_press_twice():
+    def hold_then_press():
         libc.pthread_mutex_lock(mutex)
         locked.set()
         blocked.wait(SAFETY_S)
@@ -442,28 +445,79 @@ def test_ctrl_c_is_acknowledged_during_a_compiled_call_and_a_second_one_stops_at
             event.wait(SAFETY_S)
         libc.pthread_mutex_unlock(mutex)
 
-    real_iteration = Trainer.iteration
+    real = getattr(owner, name)
 
-    def iteration(self, run, key):
-        if int(run.iteration) == 1:  # the second iteration: the long call
+    def holding(self, *args, **kwargs):
+        if held(args) and not blocked.is_set():
             blocked.set()
-            libc.pthread_mutex_lock(mutex)  # returns once both SIGINTs are acknowledged
+            libc.pthread_mutex_lock(mutex)  # returns once every SIGINT is acknowledged
             libc.pthread_mutex_unlock(mutex)
-        return real_iteration(self, run, key)
+        return real(self, *args, **kwargs)
 
-    monkeypatch.setattr(Trainer, "iteration", iteration)
+    monkeypatch.setattr(owner, name, holding)
     monkeypatch.setattr(main_process, "print_line", say)
     before = signal.getsignal(signal.SIGINT)
-    threading.Thread(target=hold_then_press_twice, daemon=True).start()
+    threading.Thread(target=hold_then_press, daemon=True).start()
     locked.wait(SAFETY_S)
+    config = getattr(held, "config", CONFIG)
     with pytest.raises(KeyboardInterrupt) as stopped:
-        train(CONFIG, tmp_path, show_progress=False)
+        train(config, tmp_path, show_progress=False)
     assert all(event.is_set() for event in acknowledged)
-    assert [line.split(":")[0] for line in said if "SIGINT" in line] == ["SIGINT",
-                                                                         "SIGINT again"]
-    assert str(stopped.value) == "a second SIGINT stopped the run at once"
-    assert stopped.value.__notes__ == [
-        "the last checkpoint (iteration 1) stands: the same command resumes from it"]
     assert signal.getsignal(signal.SIGINT) is before
+    return stopped.value, [line.split(":")[0] for line in said if "SIGINT" in line]
+
+
+def _second_iteration(args) -> bool:
+    return int(args[0].iteration) == 1
+
+
+def test_a_second_ctrl_c_during_an_iteration_stops_once_it_is_trained_and_keeps_it(
+        tmp_path, monkeypatch):
+    """Both SIGINTs are acknowledged while the main thread is held; the second stops the run
+    once the iteration in flight is trained, which is checkpointed first: nothing is lost."""
+    from azjax.training.stopping import StopNow
+    from azjax.training.trainer import Trainer
+
+    error, said = _press_while_held(tmp_path, monkeypatch, 2, Trainer, "iteration",
+                                    _second_iteration)
+    assert said == ["SIGINT", "SIGINT again"]
+    assert isinstance(error, StopNow) and str(error) == "a second SIGINT stopped the run"
+    assert error.__notes__ == [
+        "the last checkpoint (iteration 2) stands: the same command resumes from it"]
+    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["1", "2"]
+    assert _check_metrics_whole(tmp_path) == [1, 2]
+
+
+def test_a_third_ctrl_c_stops_at_once_from_the_last_checkpoint(tmp_path, monkeypatch):
+    from azjax.training.stopping import StopNow
+    from azjax.training.trainer import Trainer
+
+    error, said = _press_while_held(tmp_path, monkeypatch, 3, Trainer, "iteration",
+                                    _second_iteration)
+    assert said == ["SIGINT", "SIGINT again", "SIGINT a third time"]
+    assert not isinstance(error, StopNow)
+    assert str(error) == "a third SIGINT stopped the run at once"
+    assert error.__notes__ == [
+        "the last checkpoint (iteration 1) stands: the same command resumes from it"]
     assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["1"]
     assert _check_metrics_whole(tmp_path) == [1]
+
+
+def test_a_second_ctrl_c_during_an_evaluation_stops_it_at_once_and_keeps_the_iteration(
+        tmp_path, monkeypatch):
+    """Evaluated every 2 iterations: the SIGINTs come during the evaluation of iteration 2,
+    which the second cuts short; iteration 2 is checkpointed, not snapshotted."""
+    from azjax.evaluation.evaluator import Evaluator
+    from azjax.training.stopping import StopNow
+
+    def held(args):
+        return True  # the run's first evaluation
+
+    held.config = dataclasses.replace(CONFIG, eval=dataclasses.replace(CONFIG.eval,
+                                                                       every_iterations=2))
+    error, said = _press_while_held(tmp_path, monkeypatch, 2, Evaluator, "evaluate", held)
+    assert said == ["SIGINT", "SIGINT again"]
+    assert isinstance(error, StopNow)
+    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["1", "2"]
+    assert _check_metrics_whole(tmp_path) == [1, 2]
+    assert not (tmp_path / "snapshots" / "2").exists()

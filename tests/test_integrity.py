@@ -185,16 +185,38 @@ def test_no_intact_checkpoint_is_one_line_and_changes_nothing(run_copy):
     assert _digest(run_copy) == before
 
 
-def test_a_restore_error_without_checksums_is_one_line(run_copy):
-    """A checkpoint written before checksums (none to check) whose data is garbage: orbax's
-    multi-line TensorStore error comes out as one line."""
+def test_a_checkpoint_without_checksums_that_does_not_restore_is_passed_over(run_copy, capsys):
+    """A checkpoint written before checksums (none to check) whose data is garbage shows its
+    damage only when read: the resume falls back to the older one by itself, saying why in one
+    line (orbax's multi-line TensorStore error made one line), and nothing is moved."""
     step = run_copy / "checkpoints" / "4"
     (step / CHECKSUMS_FILE).unlink()
     for file in (step / "state").rglob("*"):
         if file.is_file():
             file.write_bytes(b"garbage")
+    result = train(TINY_RUN_CONFIG, run_copy, show_progress=False)
+    (line,) = [line for line in capsys.readouterr().out.splitlines()
+               if line.startswith("checkpoint 4: ")]
+    assert line.startswith(f"checkpoint 4: checkpoint {step} is corrupt or does not match "
+                           "this run's state")
+    assert line.endswith("; resuming from checkpoint 2, the newest intact one (nothing moved "
+                         "or deleted)") and len(line) < 600
+    assert result.iterations == 4  # iterations 3 and 4 trained again
+    assert verify_checksums(step)  # a new, intact checkpoint 4
+
+
+def test_no_checkpoint_that_restores_is_one_line_and_changes_nothing(run_copy):
+    for iteration in (2, 4):
+        step = run_copy / "checkpoints" / str(iteration)
+        (step / CHECKSUMS_FILE).unlink()
+        for file in (step / "state").rglob("*"):
+            if file.is_file():
+                file.write_bytes(b"garbage")
+    before = _digest(run_copy)
     with pytest.raises(CheckpointError) as error:
         train(TINY_RUN_CONFIG, run_copy, show_progress=False)
     line = _one_line(str(error.value))
-    assert line.startswith(f"checkpoint {step} is corrupt or does not match this run's state")
-    assert "Older checkpoints: 2" in line and len(line) < 600
+    assert line.startswith(f"checkpoint {run_copy / 'checkpoints' / '4'} is corrupt or does "
+                           "not match this run's state")
+    assert line.endswith("; no checkpoint is intact (the older ones, 2, are damaged too)")
+    assert _digest(run_copy) == before

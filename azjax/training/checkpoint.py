@@ -157,16 +157,7 @@ class RunCheckpointer:
         except Exception as error:
             raise CheckpointError(
                 f"checkpoint {self.directory / str(iteration)} is corrupt or does not match "
-                f"this run's state ({type(error).__name__}: {error_line(error)})"
-                f"{self._fallback_hint(iteration)}") from None
-
-    def _fallback_hint(self, iteration: int) -> str:
-        """How to resume from an older checkpoint, when one is kept (nothing is deleted)."""
-        older = [i for i in self.all_iterations() if i < iteration]
-        if not older:
-            return ""
-        return (f". Older checkpoints: {', '.join(map(str, older))}; to resume from "
-                f"{older[-1]}, move {self.directory / str(iteration)} out of checkpoints/")
+                f"this run's state ({type(error).__name__}: {error_line(error)})") from None
 
     def close(self) -> None:
         """Releases orbax's manager."""

@@ -35,6 +35,7 @@ from azjax.training.run_dir import open_run
 from azjax.training.segment import LoopState, Segment, start_segment
 from azjax.training.stopping import (
     BUDGET_REASONS,
+    StopNow,
     StopRequests,
     agreed,
     over_budget,
@@ -101,8 +102,10 @@ def train(config: ExperimentConfig, run_dir: str | Path, *, show_progress: bool 
       TrainingError: a non-finite loss; the last good checkpoint is kept.
       CheckpointWriteError, OSError: a full or read-only disk; metrics.jsonl holds whole
         records only, and the last good checkpoint stands (a note on the error says which).
-      KeyboardInterrupt: a second Ctrl-C or SIGTERM, as soon as the compiled call in flight
-        returns; the last checkpoint stands likewise.
+      StopNow: a second Ctrl-C or SIGTERM, once the iteration in flight is trained (or at
+        once during an evaluation); that iteration is checkpointed first.
+      KeyboardInterrupt: a third, as soon as the compiled call in flight returns; the last
+        checkpoint stands.
     """
     segment, loop = start_segment(config, Path(run_dir), evaluator_factory, time.perf_counter())
     progress = Progress(segment.config, loop.iteration, segment.wall_s(),
@@ -114,11 +117,13 @@ def train(config: ExperimentConfig, run_dir: str | Path, *, show_progress: bool 
         requests.install()
         while stop_reason(segment.config, loop.budget_spent, loop.last_record, requests) is None:
             record = _iterate(segment, loop)
+            requests.check()  # a second signal during the iteration: stop, keeping it
             # Decided as soon as the iteration is trained: when the next one would end past the
             # budget, this one is the last, so it is evaluated and snapshotted.
             loop.budget_spent = _budget_spent(segment, loop)
             if loop.iteration % segment.config.eval.every_iterations == 0 or loop.budget_spent:
-                _evaluate_and_snapshot(segment, loop, record)
+                with requests.interruptible():  # the state is whole: a second signal stops
+                    _evaluate_and_snapshot(segment, loop, record)
                 # An evaluation after which the next iteration no longer fits ends the run.
                 loop.budget_spent = _budget_spent(segment, loop)
             _log_and_checkpoint(segment, loop, record)
@@ -126,7 +131,7 @@ def train(config: ExperimentConfig, run_dir: str | Path, *, show_progress: bool 
         _finish(segment, loop, requests.signal_name)
         failed = False
     except BaseException as error:
-        if isinstance(error, Exception):
+        if isinstance(error, Exception | StopNow):
             _keep_work_on_error(segment, loop, error)
         if not isinstance(error, TrainingError):  # whose message says it
             error.add_note(_what_stands(segment.run_dir, error.iteration if isinstance(
@@ -306,22 +311,25 @@ def _end(segment: Segment, loop: LoopState, stopped_by: str | None) -> RunResult
                      loop.time_to_perfect, stopped_by=stopped_by)
 
 
-def _keep_work_on_error(segment: Segment, loop: LoopState, error: Exception) -> None:
-    """An error between iterations (an evaluation, a snapshot, a plot) keeps the iterations
-    done since the last checkpoint. Not after a NaN loss (the last good checkpoint is the one
-    to keep), nor after a checkpoint that could not be written, nor with several processes
-    (saving is collective). Nor when the iteration's record cannot be logged (a full disk):
-    the resumed run then trains that iteration again and logs it."""
+def _keep_work_on_error(segment: Segment, loop: LoopState, error: Exception | StopNow
+                        ) -> None:
+    """An error between iterations (an evaluation, a snapshot, a plot), or a second signal,
+    keeps the iterations done since the last checkpoint. Not after a NaN loss (the last good
+    checkpoint is the one to keep), nor after a checkpoint that could not be written, nor with
+    several processes (saving is collective). Nor when the iteration's record cannot be logged
+    (a full disk): the resumed run then trains that iteration again and logs it."""
     if not (loop.state_is_whole
             and not isinstance(error, TrainingError | CheckpointWriteError)
             and jax.process_count() == 1
             and segment.checkpointer.latest_iteration() != loop.iteration):
         return
     try:
+        stopped = isinstance(error, StopNow)
         if loop.unlogged is not None:  # its self-play and losses, not its evaluation
             segment.logger.log({**loop.unlogged, "error": f"{type(error).__name__}: {error}"})
         _save(segment, loop)
-        segment.main.say(f"checkpointed iteration {loop.iteration} before stopping on the error")
+        segment.main.say(f"checkpointed iteration {loop.iteration} before stopping"
+                         + ("" if stopped else " on the error"))
     except Exception:  # the original error is the one to report
         pass
 

@@ -22,6 +22,7 @@ from azjax import envs
 from azjax.config import ExperimentConfig, with_game_dir
 from azjax.core.layout import local_copy, make_mesh, mesh_description, updates_on_one_device
 from azjax.core.steps import RunState
+from azjax.model_files import CheckpointError
 from azjax.training.checkpoint import RunCheckpointer
 from azjax.training.compute import ComputeTotals, FlopCosts, flop_costs
 from azjax.training.main_process import MainProcess
@@ -110,10 +111,10 @@ def start_segment(config: ExperimentConfig, run_dir: Path, evaluator_factory: Ca
     if resume is None:
         state, wall_offset, time_to_perfect = trainer.init_state(init_key), 0.0, None
     else:
+        # With a mesh the target carries its shardings: each process reads only its shards.
+        state, resume = _restore(checkpointer, trainer.abstract_state(), resume)
         if resume["damaged"]:
             main.say(fallback_line(resume["damaged"], resume["iteration"]))
-        # With a mesh the target carries its shardings: each process reads only its shards.
-        state = checkpointer.restore_state(resume["iteration"], trainer.abstract_state())
         wall_offset = float(resume.get("wall_s", 0.0))
         time_to_perfect = resume.get("time_to_perfect_s")
         if resume["changed"]:
@@ -138,6 +139,35 @@ def start_segment(config: ExperimentConfig, run_dir: Path, evaluator_factory: Ca
                                   rebuild=lambda: trainer.initial_params(init_key))
     return segment, LoopState(state, iteration, time_to_perfect, untrained,
                               snapshotted=iteration, compute=compute)
+
+
+def _restore(checkpointer: RunCheckpointer, abstract_state: RunState, resume: dict[str, Any]
+             ) -> tuple[RunState, dict[str, Any]]:
+    """The run state of the checkpoint `resume` names or, when it cannot be restored, of the
+    newest older one that can (a checkpoint written before checksums existed shows its damage
+    only when it is read), with that checkpoint's meta in the returned `resume`; each one
+    passed over is added to `resume["damaged"]`. Nothing is moved or deleted.
+
+    Raises:
+      CheckpointError: no checkpoint restores (one line: the newest one's error).
+    """
+    damaged, first_error = dict(resume["damaged"]), None
+    candidates = [i for i in checkpointer.all_iterations() if i <= resume["iteration"]]
+    for iteration in reversed(candidates):
+        try:
+            meta = (resume if iteration == resume["iteration"]
+                    else checkpointer.restore_meta(iteration))
+            state = checkpointer.restore_state(iteration, abstract_state)
+        except CheckpointError as error:
+            damaged[iteration], first_error = str(error), first_error or error
+            checkpointer.damaged.add(iteration)
+            continue
+        return state, {**meta, "iteration": iteration, "changed": resume["changed"],
+                       "damaged": damaged}
+    older = ", ".join(map(str, candidates[-2::-1]))
+    raise CheckpointError(f"{first_error}" + (
+        f"; no checkpoint is intact (the older ones, {older}, are damaged too)" if older
+        else "")) from None
 
 
 def fallback_line(damaged: dict[int, str], iteration: int) -> str:

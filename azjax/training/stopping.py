@@ -8,10 +8,11 @@ and save the last checkpoint together.
 from __future__ import annotations
 
 import _thread
+import contextlib
 import os
 import signal
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 import jax
@@ -19,7 +20,8 @@ import numpy as np
 
 from azjax.config import ExperimentConfig
 
-__all__ = ["BUDGET_REASONS", "SIGNALS", "StopRequests", "agreed", "over_budget", "stop_reason"]
+__all__ = ["BUDGET_REASONS", "SIGNALS", "StopNow", "StopRequests", "agreed", "over_budget",
+           "stop_reason"]
 
 BUDGET_REASONS = (None, "iterations", "wall clock")  # what `over_budget` returns
 SIGNALS = (None, "SIGINT", "SIGTERM")  # the signals `StopRequests` handles
@@ -78,10 +80,22 @@ def agreed(value: T, choices: Sequence[T]) -> T:
     return choices[int(index)]
 
 
+class StopNow(KeyboardInterrupt):
+    """A second Ctrl-C or SIGTERM: stop now, keeping what is trained (`StopRequests`)."""
+
+
 class StopRequests:
-    """Ctrl-C and SIGTERM: the first asks the loop to stop after the current iteration (it then
-    checkpoints and exits normally); a second stops at once, with a KeyboardInterrupt as soon as
-    the main thread runs Python again (the compiled call in flight cannot be cut short).
+    """Ctrl-C and SIGTERM, counted: the first asks the loop to stop after the current
+    iteration (it then checkpoints and exits normally); the second stops now, losing nothing:
+    the iteration in flight is finished (its compiled calls cannot be cut short), then
+    `StopNow` is raised and the loop checkpoints before it ends, skipping any evaluation still
+    to come; the third stops at once, with a KeyboardInterrupt, saving nothing more (the run
+    then resumes from its last checkpoint).
+
+    Where the second one raises: the loop marks the stretches it may cut short
+    (`interruptible()`: evaluation and snapshots, where the run state is whole); anywhere else
+    (the iteration's compiled calls, logging, checkpointing) `StopNow` waits for the loop's
+    next `check()`, so the run state is never left half-updated.
 
     Python runs a signal handler only between bytecodes of the main thread, so a signal that
     comes during a long compiled call would wait for its end, and a second one in that window
@@ -99,7 +113,9 @@ class StopRequests:
         self._say = say
         self._previous: dict = {}
         self._lock = threading.Lock()
-        self._raised = False  # the KeyboardInterrupt of a second signal, raised once
+        self._raised = 0  # the signals whose exception has been raised (2: StopNow, 3: at once)
+        self._echoes = 0  # SIGINTs the watcher itself sent (`interrupt_main` writes the pipe)
+        self._interruptible = False  # inside `interruptible()`
         self._pipe: tuple[int, int] | None = None  # (read end, write end) while watching
         self._previous_wakeup = -1
         self._watcher: threading.Thread | None = None
@@ -130,26 +146,46 @@ class StopRequests:
             signal.signal(sig, handler)
         self._previous = {}
 
+    @contextlib.contextmanager
+    def interruptible(self) -> Iterator[None]:
+        """A stretch the second signal may cut short at once (the run state is whole in it)."""
+        self._interruptible = True
+        try:
+            self.check()  # a second signal that came just before
+            yield
+        finally:
+            self._interruptible = False
+
+    def check(self) -> None:
+        """Raises `StopNow` if a second signal came and has not been raised yet."""
+        if self.count >= 2 and self._raised < 2:
+            self._raised = 2
+            raise StopNow(f"a second {self.signal_name} stopped the run")
+
     def _watch(self, read_end: int) -> None:
         """The watcher thread: counts each SIGINT and SIGTERM as the pipe receives it."""
         while data := os.read(read_end, 64):
             for number in data:
-                if number in (signal.SIGINT, signal.SIGTERM):
+                if number == signal.SIGINT and self._echoes:
+                    self._echoes -= 1  # not a new signal: the one `_received` sent
+                elif number in (signal.SIGINT, signal.SIGTERM):
                     self._received(signal.Signals(number).name, from_watcher=True)
 
     def _handle(self, signum, frame) -> None:
-        """The Python handler (main thread): raises the second signal's KeyboardInterrupt.
-        Without the watcher (while `restore` ends it) it counts the signals itself."""
+        """The Python handler (main thread): raises the third signal's KeyboardInterrupt, and
+        the second's `StopNow` inside `interruptible()`. Without the watcher (while `restore`
+        ends it) it counts the signals itself."""
         if self._pipe is None:
             self._received(signal.Signals(signum).name, from_watcher=False)
-        if self.count >= 2 and not self._raised:
-            self._raised = True
-            raise KeyboardInterrupt(f"a second {self.signal_name} stopped the run at once")
+        if self.count >= 3 and self._raised < 3:
+            self._raised = 3
+            raise KeyboardInterrupt(f"a third {self.signal_name} stopped the run at once")
+        if self._interruptible:
+            self.check()
 
     def _received(self, name: str, *, from_watcher: bool) -> None:
-        """Counts a signal and says what it does: the first stops after this iteration, the
-        second at once (the watcher then has the main thread run its handler again, which
-        raises as soon as the main thread runs Python)."""
+        """Counts a signal and says what it does (the watcher then has the main thread run its
+        handler, which raises as soon as the main thread runs Python, where it may)."""
         with self._lock:
             self.count += 1
             count = self.count
@@ -159,7 +195,12 @@ class StopRequests:
             self._say(f"{name}: stopping after this iteration and saving a checkpoint "
                       "(send it again to stop now)")
         elif count == 2:
-            self._say(f"{name} again: stopping now; the run resumes from its last checkpoint "
-                      "with the same command")
-            if from_watcher:  # runs `_handle` in the main thread (and writes to the pipe)
-                _thread.interrupt_main(signal.SIGINT)
+            self._say(f"{name} again: stopping now, without evaluating; what is trained, the "
+                      "iteration in flight included, is checkpointed first (send it a third "
+                      "time to stop without saving)")
+        elif count == 3:
+            self._say(f"{name} a third time: stopping at once; the run resumes from its last "
+                      "checkpoint with the same command")
+        if count in (2, 3) and from_watcher:  # runs `_handle` in the main thread
+            self._echoes += 1
+            _thread.interrupt_main(signal.SIGINT)
