@@ -2,6 +2,9 @@
 
     agent = azjax.Agent.load("tic_tac_toe")          # shipped model, run dir or snapshot dir
     actions = agent.act(key, states)                  # int32 [B]
+    actions = agent.act(key, states, movetime=0.2)    # thinking 0.2 s per move (the batch)
+    player = agent.player(movetime=1.0, keep_tree=True)  # an engine: clock, tree kept
+    move = player.move(key, states); player.played(move.action)
     action, policy, value = agent.search(key, states) # [B], [B, A], [B]
     policy, value = agent.evaluate(states)            # raw network, masked to legal moves
 
@@ -308,7 +311,7 @@ class Agent:
         return jax.tree.map(lambda x: x[:batch], out)
 
     def act(self, key: jax.Array, states: Any, *, num_simulations: int | None = None,
-            greedy: bool = True) -> jax.Array:
+            greedy: bool = True, movetime: float | None = None) -> jax.Array:
         """The agent's moves in a batch of positions.
 
         Args:
@@ -318,16 +321,61 @@ class Agent:
             network: argmax of the masked prior (ties -> lowest index) when greedy, else a
             sample from it.
           greedy: the search's greedy move (`search.greedy_action`); else its sampled move.
+          movetime: think this many seconds for the whole batch instead of a fixed count
+            (`player`); not repeatable, as a fixed count is.
 
         Returns:
           int32 [B].
         """
+        if movetime is not None:
+            batch = states.current_player.shape[0]
+            player = self._timed_player(float(movetime), bool(greedy))
+            return jnp.asarray(player.move(key, _pad(states, _pad_size(batch))).action[:batch])
         if num_simulations == 0:
             policy, _ = self.evaluate(states)
             if greedy:
                 return jnp.argmax(policy, axis=-1).astype(jnp.int32)
             return jax.random.categorical(key, jnp.log(policy)).astype(jnp.int32)
         return self.search(key, states, num_simulations=num_simulations, noise=not greedy)[0]
+
+    @functools.cached_property
+    def search_engine(self) -> Any:
+        """The step-by-step search behind `player` (`azjax.core.search.make_search_engine`)."""
+        from azjax.core.search import make_search_engine
+
+        _, apply_fn = make_network(self.config.network, self.env.num_actions,
+                                   matmul_dtype=self.config.search.matmul_dtype)
+        return make_search_engine(self.env, apply_fn, self.config.search)
+
+    def player(self, *, num_simulations: int | None = None, movetime: float | None = None,
+               keep_tree: bool | None = None, noise: bool = False) -> Any:
+        """An engine over a batch of games: a clock per move, the tree kept between moves,
+        proven results (with `search.solver`): `azjax.engine_player.EnginePlayer`.
+
+            player = agent.player(movetime=0.5, keep_tree=True)
+            move = player.move(key, states)      # move.action [B], move.simulations [B]
+            player.played(move.action)           # and after each reply: player.played(reply)
+
+        Args:
+          num_simulations: simulations per move (None: the model's default); with `movetime`
+            the count the first move plans for.
+          movetime: seconds per move for the whole batch; None: a fixed count.
+          keep_tree: keep the tree between moves (None: the model's `search.tree_reuse`).
+          noise: root noise and sampled moves, as in self-play.
+
+        Raises:
+          ValueError: a count below 1 or a time that is not a positive number.
+        """
+        from azjax.engine_player import EnginePlayer
+
+        keep = self.config.search.tree_reuse if keep_tree is None else keep_tree
+        return EnginePlayer(self.search_engine, {"params": self.params},
+                            num_simulations=self.search_simulations(num_simulations),
+                            movetime=movetime, keep_tree=keep, noise=noise)
+
+    @functools.lru_cache(maxsize=8)  # noqa: B019 (one player per time: its measured speed)
+    def _timed_player(self, movetime: float, greedy: bool) -> Any:
+        return self.player(movetime=movetime, keep_tree=False, noise=not greedy)
 
     def __repr__(self) -> str:
         return (f"Agent(game={self.env.name!r}, network={self.config.network.kind}, "

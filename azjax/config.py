@@ -180,6 +180,19 @@ class SearchConfig:
     included): it searches with the prior p^(1/T), renormalised. T > 1 spreads the visits over
     moves the network rates unlikely (Leela Chess plays with ~1.6), so a reply the policy
     missed still gets searched; 1 = the network's own prior. Valid: > 0."""
+    solver: bool = False
+    """MCTS-Solver: results of finished games found in the tree go up it as exact values
+    (`azjax.core.solver`): a position with a winning move, or with every move lost or drawn,
+    is proven; walks enter only unproven moves; a search whose root is proven stops; a proven
+    win plays its shortest win, a proven loss its longest resistance. The policy target is the
+    search's own, from the visits made until then (a search stopped at once by a proven root
+    has few)."""
+    tree_reuse: bool = False
+    """At play (`Agent.player`, `azjax play`, the arenas of `azjax eval`): keeps the searched
+    tree from one move to the next, the subtree under the moves played becoming the next
+    search's root with its visits (`azjax.core.search_engine`). Gumbel halves over the new
+    search's visits only; a game whose kept tree leaves too little room starts afresh.
+    Self-play and training's evaluation do not read it."""
 
 
 def resolve_simulations(count: int | None, search: SearchConfig) -> int:

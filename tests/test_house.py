@@ -22,6 +22,7 @@ LAYERS = {
     "azjax.core": 1,
     "azjax.model_files": 2,
     "azjax.agent": 2,
+    "azjax.engine_player": 2,
     "azjax.evaluation": 3,
     "azjax.training": 4,
     "azjax.apps": 5,
@@ -29,7 +30,8 @@ LAYERS = {
     "azjax": 5,  # the package's __init__: the public API, which names every layer's exports
 }
 # Where every public function, class and method needs a docstring.
-DOCUMENTED = ("azjax.core", "azjax.envs", "azjax.model_files", "azjax.agent")
+DOCUMENTED = ("azjax.core", "azjax.envs", "azjax.model_files", "azjax.agent",
+              "azjax.engine_player")
 
 
 def _modules() -> dict[str, Path]:

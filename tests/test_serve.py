@@ -54,7 +54,8 @@ def test_move_answers_every_documented_field(play_server):
     status, answer = play_server.post("/api/move", request)
     assert status == 200, answer
     assert set(answer) == {"move", "ai_moves", "moves", "value", "policy", "terminated",
-                           "winner"}
+                           "winner", "simulations"}
+    assert answer["simulations"] == 8
     _check_answer(request, answer)
 
 

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from azjax import envs
-from azjax.apps.serve import SIMULATIONS
+from azjax.apps.serve import MOVETIMES, SIMULATIONS
 
 OPENING = (3, 2, 4)  # the human's first columns (0-based), before the picture
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -64,11 +64,13 @@ def _check_strengths(page, service) -> None:
     """The page offers the strengths `azjax serve` configures, its default selected."""
     assert service.simulations == SIMULATIONS
     options = page.locator("#strength option")
-    assert options.evaluate_all("os => os.map(o => o.value)") == [str(n) for n in SIMULATIONS]
+    assert options.evaluate_all("os => os.map(o => o.value)") == (
+        [f"s{n}" for n in SIMULATIONS] + [f"t{t:g}" for t in MOVETIMES])
     assert options.all_inner_texts() == [
         f"{label} ({n} simulations)" for label, n in zip(("easy", "medium", "hard"), SIMULATIONS,
-                                                          strict=True)]
-    assert page.input_value("#strength") == str(service.default_simulations)
+                                                          strict=True)] + [
+        f"think {t:g} s a move" for t in MOVETIMES]
+    assert page.input_value("#strength") == f"s{service.default_simulations}"
 
 
 def test_a_whole_connect_four_game_against_the_shipped_model_by_clicking(tmp_path):

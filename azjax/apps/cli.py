@@ -137,6 +137,17 @@ def _check_simulations(**options: int | None) -> None:
                  "azjax.config.MAX_SIMULATIONS")
 
 
+MAX_MOVETIME = 3600.0  # seconds: an hour per move is a correspondence game, not a typo
+
+
+def _check_movetime(**options: float | None) -> None:
+    """Refuses a time per move that is not in (0, MAX_MOVETIME] seconds; keys name the option."""
+    for name, value in options.items():
+        if value is not None and not 0 < value <= MAX_MOVETIME:
+            _fail(ValueError(f"--{name.replace('_', '-')}: must be in (0, {MAX_MOVETIME:g}] "
+                             f"seconds, got {value}"))
+
+
 def _check_seed(seed: int) -> None:
     """Refuses a --seed that is no 32-bit random key seed."""
     _bounded("--seed", seed, 0, MAX_SEED, "azjax.config.MAX_SEED: the random keys are 32-bit")
@@ -233,6 +244,12 @@ def evaluate(
     against_simulations: Annotated[int | None, typer.Option(
         min=1, help="Simulations of the agent opponents (--against SPEC); default: each "
                     "one's own model's, not --simulations")] = None,
+    movetime: Annotated[float | None, typer.Option(
+        help="Seconds the agent thinks per move (each arena ply, each oracle position) "
+             "instead of a fixed count; agent opponents get as long unless "
+             "--against-movetime says otherwise. Not repeatable, as a count is")] = None,
+    against_movetime: Annotated[float | None, typer.Option(
+        help="Seconds per move of the agent opponents (default: --movetime)")] = None,
     seed: Annotated[int, typer.Option()] = 0,
     opening_plies: Annotated[int | None, typer.Option(
         min=0, help="Paired random plies opening every arena's games (default: 2 against "
@@ -253,6 +270,7 @@ def evaluate(
 ) -> None:
     """Evaluate an agent: arenas against baselines or agents, oracle scoring, Elo ladders."""
     _check_simulations(simulations=simulations, against_simulations=against_simulations)
+    _check_movetime(movetime=movetime, against_movetime=against_movetime)
     _check_seed(seed)
     from azjax.evaluation.measure import evaluate_agent
 
@@ -266,6 +284,9 @@ def evaluate(
         if opening_plies is not None:
             _fail(ValueError("--opening-plies applies to arenas; a --ladder plays its anchor "
                              "table's (or 2) opening plies"))
+        if movetime is not None or against_movetime is not None:
+            _fail(ValueError("--movetime applies to one agent, not to a --ladder (its "
+                             "snapshots all search with --simulations)"))
         _ladder(spec, against or [], games, simulations, seed, anchors)
         return
     if anchors is not None:
@@ -276,7 +297,8 @@ def evaluate(
                        oracle_positions=oracle_positions, report=typer.echo,
                        overrides=set_ or [], progress=True,
                        opponent_simulations=against_simulations,
-                       opening_plies=opening_plies)
+                       opening_plies=opening_plies, movetime=movetime,
+                       opponent_movetime=against_movetime)
     except _user_errors() as error:
         _fail(error)
 
@@ -422,6 +444,11 @@ def play(
              "(an untrained network)")],
     simulations: Annotated[int | None, typer.Option(
         min=1, help="AI search simulations (default: the model's)")] = None,
+    movetime: Annotated[float | None, typer.Option(
+        help="Seconds the AI thinks per move, instead of a fixed count of simulations")] = None,
+    set_: Annotated[list[str] | None, typer.Option(
+        "--set", help="Change how the AI searches, e.g. --set search.tree_reuse=true "
+                      "--set search.solver=true (its network and game stay)")] = None,
     first: Annotated[str, typer.Option(help="Who moves first: human | ai")] = "human",
     moves: Annotated[str, typer.Option(
         help="Opening moves in human notation before play starts, e.g. '5 1' or '9-13 22-18'")
@@ -431,13 +458,15 @@ def play(
 ) -> None:
     """Play against an agent in the terminal (moves in the game's human notation)."""
     _check_simulations(simulations=simulations)
+    _check_movetime(movetime=movetime)
     _check_seed(seed)
     from azjax.apps.terminal import play_terminal
     from azjax.apps.turns import load_play_agent
 
     try:
-        agent = load_play_agent(spec)
-        play_terminal(agent, simulations=simulations, first=first, start=moves, seed=seed)
+        agent = load_play_agent(spec).with_search(set_ or [])
+        play_terminal(agent, simulations=simulations, first=first, start=moves, seed=seed,
+                      movetime=movetime)
     except _user_errors() as error:
         _fail(error)
 

@@ -1,12 +1,14 @@
 """`azjax serve`: play every game in the browser against its model, and a JSON API.
 
     POST /api/move   {"game": "connect_four", "moves": [3, 3, 4], "simulations": 64}
-                  -> {"move", "ai_moves", "moves", "value", "policy", "terminated", "winner"}
+                     or {..., "movetime": 0.5}: think half a second instead
+                  -> {"move", "ai_moves", "moves", "value", "policy", "terminated", "winner",
+                      "simulations": the simulations the AI's first search ran}
     POST /api/state  {"game": ..., "moves": [...]} -> the position, for the page to draw:
                   {"board": the env's `BoardView` or null, "clicks", "legal", "history",
                    "last_cells", "current_player", "terminated", "winner_player", "text"}
     GET  /api/games  the games, their titles, player names, notation, the simulation counts
-                  offered, which model
+                  and times per move offered, which model
     GET  /           the page (static files shipped in `azjax/apps/static/`)
 
 The page knows no game: it draws the env's `board_view` grid and plays the env's
@@ -23,8 +25,10 @@ the game cannot have (an id out of range, an illegal move, too long) or a streng
 422; an unknown path 404 and a wrong method 405. An unexpected failure answers 500 with the same
 JSON shape.
 
-The search is deterministic per request: its key is derived from (game, moves, simulations),
-so the same request always gets the same answer, however many arrive at once. Simulation
+The search with a simulation count is deterministic per request: its key is derived from
+(game, moves, simulations), so the same request always gets the same answer, however many
+arrive at once. A time per move (`movetime`, one of `MOVETIMES`) is not: the simulations it
+reaches depend on the machine and on the requests served beside it. Simulation
 counts are a fixed few, and each (game, count) compiles once, under a per-game lock, so
 concurrent first requests do not compile twice.
 """
@@ -48,14 +52,15 @@ from azjax.apps.turns import ai_turn, is_done, load_play_agent, model_label
 from azjax.envs.core import Env, positions_along, winner_of
 
 __all__ = ["FIELDS", "GAMES", "MAX_BODY_BYTES", "MAX_INT_DIGITS", "MAX_MOVES", "MAX_NESTING",
-           "SIMULATIONS", "ApiError", "GameService", "create_app", "nesting_depth",
+           "MOVETIMES", "SIMULATIONS", "ApiError", "GameService", "create_app", "nesting_depth",
            "parse_json_object", "run_server", "serve_service"]
 
 GAMES = ("tic_tac_toe", "connect_four", "draughts")
 SIMULATIONS = (16, 64, 256)  # the strengths offered: "easy", "medium", "hard"
+MOVETIMES = (0.2, 1.0)  # and the times per move offered, in seconds
 STATIC_DIR = Path(__file__).resolve().parent / "static"
 
-FIELDS = ("game", "moves", "simulations")  # what a POST body may hold; anything else is refused
+FIELDS = ("game", "moves", "simulations", "movetime")  # what a POST body may hold; no more
 MAX_BODY_BYTES = 64 * 1024  # a request body's limit: 10,000 moves of two digits fit
 MAX_NESTING = 8  # the deepest JSON nesting read; a valid request nests 2 deep
 MAX_INT_DIGITS = 18  # the longest JSON integer read, so every one fits in 64 bits
@@ -202,8 +207,10 @@ class GameService:
     """The API's logic, free of HTTP: agents per game, the strengths offered, the seed."""
 
     def __init__(self, agents: dict[str, Agent], *, simulations: tuple[int, ...] = SIMULATIONS,
-                 default_simulations: int | None = None, seed: int = 0):
+                 default_simulations: int | None = None, seed: int = 0,
+                 movetimes: tuple[float, ...] = MOVETIMES):
         self.agents = dict(agents)
+        self.movetimes = tuple(sorted(movetimes))
         self.simulations = tuple(sorted(simulations))
         self.default_simulations = default_simulations or self.simulations[
             len(self.simulations) // 2]
@@ -212,18 +219,20 @@ class GameService:
                              f"{list(self.simulations)}")
         self.seed = seed
         self._locks = {game: threading.Lock() for game in self.agents}
-        self._compiled: set[tuple[str, int]] = set()
+        self._compiled: set[tuple[str, int | float]] = set()
+        self._players: dict[tuple[str, float], Any] = {}  # (game, movetime) -> EnginePlayer
 
     # ---- request parsing ---------------------------------------------------------------------
 
-    def _parse(self, body: bytes) -> tuple[str, list[int], int]:
-        """(game, moves, simulations) of a POST body, every field checked.
+    def _parse(self, body: bytes) -> tuple[str, list[int], int | float]:
+        """(game, moves, strength) of a POST body, every field checked: the strength is the
+        simulations (an int) or, when the body gives one, the movetime (a float).
 
         Raises:
           ApiError: 400 for a body `parse_json_object` refuses, a field not in `FIELDS`, a
             field of the wrong type, no game; 404 for a game not served; 422 for a move list
             longer than the game's longest game (at most `MAX_MOVES`), an action id out of
-            range (naming the move's index), a simulation count not offered.
+            range (naming the move's index), a simulation count or movetime not offered.
         """
         request = parse_json_object(body)
         unknown = [key for key in request if key not in FIELDS]
@@ -238,6 +247,8 @@ class GameService:
         if game not in self.agents:
             raise ApiError(404, f"unknown game {_shown(game)}; games: {', '.join(self.agents)}")
         moves = self._check_moves(self.agents[game].env, request.get("moves", []))
+        if "movetime" in request:
+            return game, moves, self._check_movetime(request)
         simulations = request.get("simulations", self.default_simulations)
         if not _is_int(simulations):
             raise ApiError(400, f"simulations must be an integer, got {_shown(simulations)}")
@@ -245,6 +256,18 @@ class GameService:
             raise ApiError(422, f"simulations must be one of {list(self.simulations)}, got "
                                 f"{simulations}")
         return game, moves, simulations
+
+    def _check_movetime(self, request: dict[str, Any]) -> float:
+        """The request's movetime when it is one offered and comes without simulations."""
+        movetime = request["movetime"]
+        if "simulations" in request:
+            raise ApiError(400, "give simulations or movetime, not both")
+        if isinstance(movetime, bool) or not isinstance(movetime, int | float):
+            raise ApiError(400, f"movetime must be a number of seconds, got {_shown(movetime)}")
+        if float(movetime) not in self.movetimes:
+            raise ApiError(422, f"movetime must be one of {list(self.movetimes)}, got "
+                                f"{movetime}")
+        return float(movetime)
 
     @staticmethod
     def _check_moves(env: Env, moves: Any) -> list[int]:
@@ -275,6 +298,7 @@ class GameService:
         return {
             "simulations": list(self.simulations),
             "default_simulations": self.default_simulations,
+            "movetimes": list(self.movetimes),
             "games": {
                 game: {
                     "title": agent.env.title,
@@ -325,10 +349,10 @@ class GameService:
                                 "must finish the capture before the AI moves")
         key = request_key(self.seed, game, moves, simulations)
         if (game, simulations) in self._compiled:
-            turn = ai_turn(agent, state, key, num_simulations=simulations)
+            turn = self._turn(game, state, key, simulations)
         else:
-            with self._locks[game]:  # the first request per (game, simulations) compiles
-                turn = ai_turn(agent, state, key, num_simulations=simulations)
+            with self._locks[game]:  # the first request per (game, strength) compiles
+                turn = self._turn(game, state, key, simulations)
                 self._compiled.add((game, simulations))
         winner = winner_of(turn.state)
         return {
@@ -340,7 +364,20 @@ class GameService:
             "terminated": is_done(turn.state),
             "winner": (None if not is_done(turn.state) else "draw" if winner is None
                        else "ai" if winner == ai else "human"),
+            "simulations": int(turn.visits.sum()),
         }
+
+    def _turn(self, game: str, state: Any, key: jax.Array, strength: int | float) -> Any:
+        """The AI's turn at a simulation count (an int) or a time per move (a float)."""
+        agent = self.agents[game]
+        if isinstance(strength, int):
+            return ai_turn(agent, state, key, num_simulations=strength)
+        player = self._players.get((game, strength))
+        if player is None:  # one per (game, time): it keeps its measured speed
+            player = self._players.setdefault((game, strength), agent.player(
+                movetime=strength, keep_tree=False))
+        return ai_turn(agent, state, key, num_simulations=agent.num_simulations,
+                       player=player)
 
     def warm(self) -> None:
         """Compiles every game's search at every strength offered, before serving."""
@@ -348,6 +385,9 @@ class GameService:
             for simulations in self.simulations:
                 self.move(json.dumps({"game": game, "moves": [],
                                       "simulations": simulations}).encode())
+            for movetime in self.movetimes:
+                self.move(json.dumps({"game": game, "moves": [],
+                                      "movetime": movetime}).encode())
 
 
 async def read_body(request, limit: int = MAX_BODY_BYTES) -> bytes:

@@ -68,13 +68,19 @@ def parse_start(env, text: str):
 
 
 def _one_game(agent: Agent, *, human: int, simulations: int, start: str, key: jax.Array,
-              read: Read, write: Write) -> bool:
-    """Plays one game; False when the human quit or the input ended."""
+              read: Read, write: Write, movetime: float | None = None) -> bool:
+    """Plays one game; False when the human quit or the input ended. With `movetime`, or a
+    model that keeps its tree (`search.tree_reuse`), the AI is an `Agent.player`."""
     env = agent.env
     names = env.player_names
     state = parse_start(env, start) if start else env.init(jax.random.PRNGKey(0))
-    write(f"You play {names[human]}, the AI plays {names[1 - human]} with {simulations} "
-          f"simulations. Type {env.move_hint}; '?' lists the legal moves, 'q' quits.")
+    player = None
+    if movetime is not None or agent.config.search.tree_reuse:
+        player = agent.player(num_simulations=simulations, movetime=movetime)
+    thinking = (f"thinking {movetime:g} s a move" if movetime is not None
+                else f"with {simulations} simulations")
+    write(f"You play {names[human]}, the AI plays {names[1 - human]} {thinking}. "
+          f"Type {env.move_hint}; '?' lists the legal moves, 'q' quits.")
     ply, shown = 0, None
     while not is_done(state):
         if shown is not state:  # after a re-prompt the board has not changed
@@ -83,7 +89,7 @@ def _one_game(agent: Agent, *, human: int, simulations: int, start: str, key: ja
             shown = state
         if int(state.current_player) != human:
             turn = ai_turn(agent, state, jax.random.fold_in(key, ply),
-                           num_simulations=simulations)
+                           num_simulations=simulations, player=player)
             write(describe_turn(env, turn))
             state, ply = turn.state, ply + 1
             continue
@@ -105,6 +111,8 @@ def _one_game(agent: Agent, *, human: int, simulations: int, start: str, key: ja
         write(f"You play {env.format_move(actions)}")
         for action in actions:
             state = jitted_step(env)(state, jnp.int32(action))
+            if player is not None:
+                player.played(jnp.asarray([action], jnp.int32))
         ply += 1
     write("")
     write(env.render(state))
@@ -116,11 +124,12 @@ def _one_game(agent: Agent, *, human: int, simulations: int, start: str, key: ja
 
 def play_terminal(agent: Agent, *, simulations: int | None = None, first: str = "human",
                   start: str = "", seed: int = 0, read: Read | None = None,
-                  write: Write | None = None) -> int:
+                  write: Write | None = None, movetime: float | None = None) -> int:
     """Plays games until the human declines another one, quits, or the input ends.
 
     first: "human" (the human plays player 0, who moves first) or "ai". start: opening moves
-    in human notation played before the game begins. Returns the number of games finished.
+    in human notation played before the game begins. movetime: the AI thinks this many
+    seconds a move instead of searching `simulations`. Returns the number of games finished.
     """
     if first not in ("human", "ai"):
         raise ValueError(f"--first must be 'human' or 'ai', got {first!r}")
@@ -134,7 +143,8 @@ def play_terminal(agent: Agent, *, simulations: int | None = None, first: str = 
     for game in _games():
         human = 0 if first == "human" else 1
         if not _one_game(agent, human=human, simulations=simulations, start=start,
-                         key=jax.random.fold_in(root, game), read=read, write=write):
+                         key=jax.random.fold_in(root, game), read=read, write=write,
+                         movetime=movetime):
             break
         finished += 1
         again = read("Again? [y/N] ")

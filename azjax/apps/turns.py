@@ -121,11 +121,14 @@ class Turn:
     visits: np.ndarray  # int32 [A]: the first search's root visit counts
 
 
-def ai_turn(agent: Agent, state: Any, key: jax.Array, *, num_simulations: int) -> Turn:
+def ai_turn(agent: Agent, state: Any, key: jax.Array, *, num_simulations: int,
+            player: Any = None) -> Turn:
     """Greedy search and play until the player to move changes or the game ends.
 
     state: one (unbatched) live state. The first search's value, policy and visits describe
-    the turn; continuing a multi-jump searches again from each new position.
+    the turn; continuing a multi-jump searches again from each new position. player: an
+    `EnginePlayer` over a batch of one (`Agent.player`: a clock, a kept tree) to search
+    with instead of `num_simulations`; its kept tree follows the moves played.
     """
     if is_done(state):
         raise ValueError("the game is over: the AI has no move to make")
@@ -135,12 +138,17 @@ def ai_turn(agent: Agent, state: Any, key: jax.Array, *, num_simulations: int) -
     first = None
     while not is_done(state) and int(state.current_player) == mover:
         key, search_key = jax.random.split(key)
-        out = agent.search_output(search_key, batch_of_one(state),
-                                  num_simulations=num_simulations)
+        if player is None:
+            out = agent.search_output(search_key, batch_of_one(state),
+                                      num_simulations=num_simulations)
+        else:
+            out = player.move(search_key, batch_of_one(state)).output
         if first is None:
             first = out
         action = int(out.action[0])
         actions.append(action)
+        if player is not None:
+            player.played(jnp.asarray([action], jnp.int32))
         state = step(state, jnp.int32(action))
     return Turn(actions=actions, state=state, value=float(first.value[0]),
                 policy=np.asarray(first.policy[0], np.float32),

@@ -19,6 +19,11 @@ position in all of the game's symmetric copies and averages them (`symmetry_aver
 `SearchConfig.greedy_action` chooses between two greedy gumbel moves (see its comment), and
 `SearchConfig.prior_temperature` flattens (T > 1) or sharpens the prior the search expands with
 (`prior_tempered_apply`).
+
+`make_search_engine` gives the same search in steps, for play (`azjax.core.search_engine`):
+simulations in chunks (a time budget), the tree kept between moves, and with
+`SearchConfig.solver` proven wins, losses and draws (`azjax.core.solver`), which
+`make_search`'s search then uses too.
 """
 
 from __future__ import annotations
@@ -31,20 +36,23 @@ import jax
 import jax.numpy as jnp
 import mctx
 import numpy as np
-from flax import struct
 
 from azjax.config import NetworkConfig, SearchConfig, resolve_simulations
 from azjax.core.network import ApplyFn, make_network
 from azjax.core.policies import gumbel_muzero_search, muzero_search
+from azjax.core.search_engine import SearchEngine, SearchOutput, SearchState, check_output
 from azjax.envs.core import Env, material_lead
 from azjax.envs.forced import forced_moves_played
 
 __all__ = [
+    "SearchEngine",
     "SearchOutput",
+    "SearchState",
     "draw_averse_value",
     "make_recurrent_fn",
     "make_root_fn",
     "make_search",
+    "make_search_engine",
     "material_utility_apply",
     "prior_tempered_apply",
     "make_network_search",
@@ -56,19 +64,6 @@ __all__ = [
 ]
 
 _ILLEGAL_LOGIT = -1e9  # finite, so softmaxes stay NaN-free even when every action is masked
-
-
-@struct.dataclass
-class SearchOutput:
-    """What one batched search returns, for B positions and A actions (see the fields)."""
-
-    action: jax.Array  # int32 [B]: the search's chosen action (sampled when noise is on)
-    policy: jax.Array  # float32 [B, A]: the search's action weights (the policy target)
-    value: jax.Array  # float32 [B]: root value after search, for the player to move (with
-    # `contempt` or `material_utility`, the utility the search maximised)
-    prior_value: jax.Array  # float32 [B]: the network's value at the root (with
-    # `material_utility`, plus its weighted material prediction)
-    visit_counts: jax.Array  # int32 [B, A]: the root's visits per action
 
 
 def masked_logits(logits: jax.Array, legal_action_mask: jax.Array) -> jax.Array:
@@ -262,13 +257,77 @@ def _policy(config: SearchConfig, recurrent_fn, variables: Any, key: chex.PRNGKe
     )
 
 
-def _checked(output: SearchOutput, num_actions: int) -> SearchOutput:
-    """`output`, after checking its shapes: [B] and [B, A] (A = `num_actions`)."""
-    batch = output.action.shape[0]
-    chex.assert_shape([output.action, output.value, output.prior_value], (batch,))
-    chex.assert_shape([output.policy, output.visit_counts], (batch, num_actions))
-    chex.assert_type([output.action, output.visit_counts], jnp.int32)
-    return output
+def _search_fns(env: Env, apply_fn: ApplyFn, config: SearchConfig):
+    """`(tree_root, recurrent_fn)` of `config`'s search: `tree_root(variables, states [B])
+    -> (mctx.RootFnOutput, the network's value [B])`, and mctx's recurrent function."""
+    if config.symmetry_average:
+        apply_fn = symmetry_averaged_apply(env, apply_fn)
+    if config.prior_temperature != 1.0:
+        apply_fn = prior_tempered_apply(apply_fn, config.prior_temperature)
+    root_fn = make_root_fn(env, apply_fn, config.material_utility)
+    # The root is whatever position it is handed; below it, forced moves may be played at once.
+    recurrent_fn = make_recurrent_fn(tree_env(env, config), apply_fn, config.material_utility)
+    if config.contempt:
+        recurrent_fn = _draw_averse_recurrent_fn(recurrent_fn, config.contempt)
+
+    def tree_root(variables: Any, states: Any) -> tuple[mctx.RootFnOutput, jax.Array]:
+        root = root_fn(variables, states)
+        if not config.contempt:
+            return root, root.value
+        players = states.current_player
+        return root.replace(value=draw_averse_value(root.value, players, players,
+                                                    config.contempt),
+                            embedding=(states, players)), root.value
+
+    return tree_root, recurrent_fn
+
+
+def make_search_engine(env: Env, apply_fn: ApplyFn, config: SearchConfig) -> SearchEngine:
+    """The search of `config` over `env` and `apply_fn` (as `make_search`'s) in steps, for
+    play: chunks of simulations, tree reuse, the solver (`azjax.core.search_engine`).
+
+    Returns:
+      A `SearchEngine`: `start(variables, key, states, *, capacity, planned_simulations,
+      noise=False, kept=None)`, `simulate(variables, state, num_simulations)`,
+      `finish(state) -> SearchOutput`, `advance(state, actions)`, `simulations_done(state)`,
+      `root_proven(state)`. A kept tree is used where its root is the new root's position,
+      every field of the state equal (and, with contempt, where its values are draw-averse
+      for the new root's player to move); elsewhere the search starts afresh.
+    """
+    tree_root, recurrent_fn = _search_fns(env, apply_fn, config)
+
+    def states_of(embedding: Any) -> Any:
+        return embedding[0] if config.contempt else embedding
+
+    def outcome(parent: Any, child: Any) -> jax.Array:
+        mover = states_of(parent).current_player[:, None]
+        reward = jnp.take_along_axis(states_of(child).rewards, mover, axis=1)[:, 0]
+        return jnp.sign(reward).astype(jnp.int32)
+
+    def same_root(embedding: Any, states: Any) -> jax.Array:
+        # The very position, field for field (with forced moves played in the tree, a kept
+        # child is the position after them: the caller's is not, and starts afresh).
+        equal = jax.tree.map(lambda x, y: jnp.all((x == y).reshape(x.shape[0], -1), axis=1),
+                             states_of(embedding), states)
+        same = functools.reduce(jnp.logical_and, jax.tree.leaves(equal))
+        return same & (embedding[1] == states.current_player) if config.contempt else same
+
+    return SearchEngine(tree_root, recurrent_fn, config, qtransform_from_name(config.qtransform),
+                        env.num_actions, legal_fn=lambda e: states_of(e).legal_action_mask,
+                        outcome_fn=outcome, same_root_fn=same_root)
+
+
+def _solver_search(engine: SearchEngine, config: SearchConfig):
+    """`make_search`'s search over `engine` (the solver's): one chunk of all simulations."""
+
+    def search(variables: Any, key: chex.PRNGKey, states: Any, *,
+               num_simulations: int | None = None, noise: bool = True) -> SearchOutput:
+        simulations = resolve_simulations(num_simulations, config)
+        state = engine.start(variables, key, states, capacity=simulations + 1,
+                             planned_simulations=simulations, noise=noise)
+        return engine.finish(engine.simulate(variables, state, simulations))
+
+    return search
 
 
 def make_search(env: Env, apply_fn: ApplyFn, config: SearchConfig):
@@ -286,17 +345,12 @@ def make_search(env: Env, apply_fn: ApplyFn, config: SearchConfig):
       runs the config's, `resolve_simulations`). With `noise=False` the search is
       deterministic (no Dirichlet noise for puct, `gumbel_scale=0` for gumbel) and `action` is
       the greedy move (`config.greedy_action`; the argmax of the final policy by default), as
-      used for evaluation and play.
+      used for evaluation and play. With `config.solver` it runs `make_search_engine`'s
+      steps, the tree with room for its simulations.
     """
-    if config.symmetry_average:
-        apply_fn = symmetry_averaged_apply(env, apply_fn)
-    if config.prior_temperature != 1.0:
-        apply_fn = prior_tempered_apply(apply_fn, config.prior_temperature)
-    root_fn = make_root_fn(env, apply_fn, config.material_utility)
-    # The root is whatever position it is handed; below it, forced moves may be played at once.
-    recurrent_fn = make_recurrent_fn(tree_env(env, config), apply_fn, config.material_utility)
-    if config.contempt:
-        recurrent_fn = _draw_averse_recurrent_fn(recurrent_fn, config.contempt)
+    if config.solver:
+        return _solver_search(make_search_engine(env, apply_fn, config), config)
+    tree_root, recurrent_fn = _search_fns(env, apply_fn, config)
     # Without noise: the gumbel action is sequential halving's survivor (puct's would sample
     # the visits), else the argmax of the final policy.
     survivor = config.algorithm == "gumbel" and config.greedy_action == "halving"
@@ -304,22 +358,17 @@ def make_search(env: Env, apply_fn: ApplyFn, config: SearchConfig):
     def search(variables: Any, key: chex.PRNGKey, states: Any, *,
                num_simulations: int | None = None, noise: bool = True) -> SearchOutput:
         simulations = resolve_simulations(num_simulations, config)
-        root = tree_root = root_fn(variables, states)
-        if config.contempt:
-            players = states.current_player
-            tree_root = root.replace(
-                value=draw_averse_value(root.value, players, players, config.contempt),
-                embedding=(states, players))
-        out = _policy(config, recurrent_fn, variables, key, tree_root,
+        root, prior_value = tree_root(variables, states)
+        out = _policy(config, recurrent_fn, variables, key, root,
                       ~states.legal_action_mask, simulations, noise)
         policy = out.action_weights
         action = out.action if noise or survivor else jnp.argmax(policy, axis=-1)
         summary = out.search_tree.summary()
-        return _checked(SearchOutput(
+        return check_output(SearchOutput(
             action=action.astype(jnp.int32),
             policy=policy,
             value=summary.value,
-            prior_value=root.value,
+            prior_value=prior_value,
             visit_counts=summary.visit_counts.astype(jnp.int32),
         ), env.num_actions)
 

@@ -21,7 +21,15 @@ bit for bit (`tests/test_search.py`).
 
 The per-tree action selections are mctx's public ones (or any with their signatures):
 `root_selection(key, tree, node_index)` and `interior_selection(key, tree, node_index, depth)`
-on one unbatched tree, returning an int32 action.
+on one unbatched tree, returning an int32 action; `node_view` gives one of them a modified
+view of a single node without copying the tree.
+
+For a search run in steps (`azjax.core.search_engine`) the steps also take per-game masks:
+only `active` games walk, only `write` games store what they expanded (the others' scatters
+point past the last node and are dropped), and a game backing up from the root backs nothing
+up; `stop_at` ends walks at given nodes and `on_step` runs after each step of a backup (the
+solver's proofs, `azjax.core.solver`). Left at their defaults they add nothing to the compiled
+program.
 """
 
 from __future__ import annotations
@@ -34,7 +42,7 @@ import jax
 import jax.numpy as jnp
 import mctx
 
-__all__ = ["backup", "expand", "init_tree", "run_search", "walk"]
+__all__ = ["backup", "expand", "init_tree", "node_view", "run_search", "walk"]
 
 Tree = mctx.Tree
 
@@ -42,15 +50,17 @@ Tree = mctx.Tree
 def _set_nodes(tree: Tree, node_index: jax.Array, prior_logits: jax.Array, value: jax.Array,
                embedding: Any) -> Tree:
     """Writes one node per game: its prior, its raw and search value, its embedding, and one
-    more visit (a node re-expanded at a terminal edge or at `max_depth` keeps counting)."""
+    more visit (a node re-expanded at a terminal edge or at `max_depth` keeps counting). A
+    game whose `node_index` is past the last node writes nothing (the scatters drop it)."""
     batch = jnp.arange(node_index.shape[0])
     return tree.replace(
-        children_prior_logits=tree.children_prior_logits.at[batch, node_index].set(prior_logits),
-        raw_values=tree.raw_values.at[batch, node_index].set(value),
-        node_values=tree.node_values.at[batch, node_index].set(value),
+        children_prior_logits=tree.children_prior_logits.at[batch, node_index].set(
+            prior_logits, mode="drop"),
+        raw_values=tree.raw_values.at[batch, node_index].set(value, mode="drop"),
+        node_values=tree.node_values.at[batch, node_index].set(value, mode="drop"),
         node_visits=tree.node_visits.at[batch, node_index].set(
-            tree.node_visits[batch, node_index] + 1),
-        embeddings=jax.tree.map(lambda x, y: x.at[batch, node_index].set(y),
+            tree.node_visits[batch, node_index] + 1, mode="drop"),
+        embeddings=jax.tree.map(lambda x, y: x.at[batch, node_index].set(y, mode="drop"),
                                 tree.embeddings, embedding),
     )
 
@@ -112,7 +122,7 @@ def _split(keys: jax.Array) -> tuple[jax.Array, jax.Array]:
 
 
 def _step(tree: Tree, max_depth: int, walk: _Walk, node_index: jax.Array,
-          action: jax.Array, keys: jax.Array) -> _Walk:
+          action: jax.Array, keys: jax.Array, stop_at: jax.Array | None) -> _Walk:
     """One edge further for the games still walking; the others keep their edge."""
     batch = jnp.arange(node_index.shape[0])
     live = walk.is_continuing
@@ -124,11 +134,14 @@ def _step(tree: Tree, max_depth: int, walk: _Walk, node_index: jax.Array,
     # Below a discount-0 edge nothing reaches the values above: stop and expand it again.
     is_terminal = tree.children_discounts[batch, node_index, action] == 0
     is_continuing = live & is_visited & ~is_terminal & (depth < max_depth)
+    if stop_at is not None:  # e.g. a solved node: nothing below it can change its value
+        is_continuing &= ~stop_at[batch, next_node_index]
     return _Walk(keys, node_index, action, next_node_index, depth, is_continuing)
 
 
 def walk(keys: jax.Array, tree: Tree, root_selection: Callable, interior_selection: Callable,
-         max_depth: int) -> tuple[jax.Array, jax.Array]:
+         max_depth: int, active: jax.Array | None = None,
+         stop_at: jax.Array | None = None) -> tuple[jax.Array, jax.Array]:
     """Walks every tree of the batch from its root to an edge to expand.
 
     Args:
@@ -137,10 +150,12 @@ def walk(keys: jax.Array, tree: Tree, root_selection: Callable, interior_selecti
       root_selection: `(key, tree, node_index) -> action` on one tree, used at depth 0.
       interior_selection: `(key, tree, node_index, depth) -> action` on one tree, below it.
       max_depth: the most edges a walk takes.
+      active: bool [B], the games that walk (default all); the others return `(0, 0)`.
+      stop_at: bool [B, N], nodes a walk ends at, as below a terminal edge (default none).
 
     Returns:
       `(parent_index, action)`, int32 [B] each: the edge to expand, which leads to an existing
-      node only at `max_depth` or below a terminal (discount-0) edge.
+      node only at `max_depth`, below a terminal (discount-0) edge or at a `stop_at` node.
     """
     size = keys.shape[0]
     root_rule = jax.vmap(root_selection, in_axes=(0, 0, 0))
@@ -151,21 +166,22 @@ def walk(keys: jax.Array, tree: Tree, root_selection: Callable, interior_selecti
         node_index = state.next_node_index
         depths = jnp.broadcast_to(state.depth, node_index.shape)
         action = interior_rule(selection_keys, tree, jnp.maximum(node_index, 0), depths)
-        return _step(tree, max_depth, state, node_index, action, next_keys)
+        return _step(tree, max_depth, state, node_index, action, next_keys, stop_at)
 
     root = jnp.full((size,), Tree.ROOT_INDEX, jnp.int32)
     start = _Walk(keys=keys, node_index=root, action=jnp.zeros((size,), jnp.int32),
                   next_node_index=root, depth=jnp.zeros((), tree.children_prior_logits.dtype),
-                  is_continuing=jnp.ones((size,), bool))
+                  is_continuing=jnp.ones((size,), bool) if active is None else active)
     next_keys, selection_keys = _split(keys)
     state = _step(tree, max_depth, start, root, root_rule(selection_keys, tree, root),
-                  next_keys)
+                  next_keys, stop_at)
     end = jax.lax.while_loop(lambda s: jnp.any(s.is_continuing), body, state)
     return end.node_index, end.action
 
 
 def expand(params: Any, key: chex.PRNGKey, tree: Tree, recurrent_fn: Callable,
-           parent_index: jax.Array, action: jax.Array, node_index: jax.Array) -> Tree:
+           parent_index: jax.Array, action: jax.Array, node_index: jax.Array,
+           write: jax.Array | None = None) -> Tree:
     """Evaluates the edge `(parent_index, action)` of every game into `node_index`.
 
     Args:
@@ -176,6 +192,8 @@ def expand(params: Any, key: chex.PRNGKey, tree: Tree, recurrent_fn: Callable,
         (RecurrentFnOutput, next embedding [B, ...])`.
       parent_index, action, node_index: int32 [B] each; `node_index` is a new node, or the
         existing child at `max_depth` or below a terminal edge.
+      write: bool [B], the games whose node is written (default all); the others' trees stay
+        as they are, though the batch's `recurrent_fn` call evaluates their edges too.
 
     Returns:
       The tree with the node written and linked under its parent.
@@ -186,14 +204,19 @@ def expand(params: Any, key: chex.PRNGKey, tree: Tree, recurrent_fn: Callable,
     out, embedding = recurrent_fn(params, key, action, embedding)
     chex.assert_shape(out.prior_logits, (batch.shape[0], tree.num_actions))
     chex.assert_shape([out.reward, out.discount, out.value], (batch.shape[0],))
+    if write is not None:  # indices past the last node: the scatters below drop those writes
+        past = tree.node_visits.shape[1]
+        node_index = jnp.where(write, node_index, past)
+        parent_index = jnp.where(write, parent_index, past)
     tree = _set_nodes(tree, node_index, out.prior_logits, out.value, embedding)
     edge = (batch, parent_index, action)
     return tree.replace(
-        children_index=tree.children_index.at[edge].set(node_index),
-        children_rewards=tree.children_rewards.at[edge].set(out.reward),
-        children_discounts=tree.children_discounts.at[edge].set(out.discount),
-        parents=tree.parents.at[batch, node_index].set(parent_index),
-        action_from_parent=tree.action_from_parent.at[batch, node_index].set(action),
+        children_index=tree.children_index.at[edge].set(node_index, mode="drop"),
+        children_rewards=tree.children_rewards.at[edge].set(out.reward, mode="drop"),
+        children_discounts=tree.children_discounts.at[edge].set(out.discount, mode="drop"),
+        parents=tree.parents.at[batch, node_index].set(parent_index, mode="drop"),
+        action_from_parent=tree.action_from_parent.at[batch, node_index].set(action,
+                                                                            mode="drop"),
     )
 
 
@@ -225,22 +248,53 @@ def _backup_step(batch: jax.Array, carry: tuple[Tree, jax.Array, jax.Array]):
     return tree, jnp.where(live, new_leaf_value, leaf_value), jnp.where(live, parent, index)
 
 
-def backup(tree: Tree, leaf_index: jax.Array) -> Tree:
+def backup(tree: Tree, leaf_index: jax.Array, on_step: Callable | None = None) -> Tree:
     """Backs each game's new leaf value up its path to the root (mctx's arithmetic and order).
 
     Args:
       tree: a batched `mctx.Tree` [B, N, ...].
-      leaf_index: int [B], the node each game just expanded (never the root).
+      leaf_index: int [B], the node each game just expanded; a game at the root (0) backs
+        nothing up.
+      on_step: `(tree, value [B], node [B], live bool [B]) -> (tree, value)`, called after
+        each step up with the node just updated and the value it passes to its parent, for
+        the games still `live` on that step (e.g. a solver's proofs); default none.
 
     Returns:
       The tree with the values and visits of every node and edge on the paths updated.
     """
     leaf_index = jnp.asarray(leaf_index, jnp.int32)
     batch = jnp.arange(leaf_index.shape[0])
+
+    def body(carry):
+        if on_step is None:
+            return _backup_step(batch, carry)
+        tree, value, index = _backup_step(batch, carry)
+        return (*on_step(tree, value, index, carry[2] != Tree.ROOT_INDEX), index)
+
     start = (tree, tree.node_values[batch, leaf_index], leaf_index)
-    tree, _, _ = jax.lax.while_loop(lambda c: jnp.any(c[2] != Tree.ROOT_INDEX),
-                                    lambda c: _backup_step(batch, c), start)
+    tree, _, _ = jax.lax.while_loop(lambda c: jnp.any(c[2] != Tree.ROOT_INDEX), body, start)
     return tree
+
+
+def node_view(tree: Tree, node_index: jax.Array) -> Tree:
+    """One node of an unbatched tree as a tree of its own, for an action selection that reads
+    only that node's row (mctx's do): node arrays [1], edge arrays [1, A]; `children_index`,
+    `root_invalid_actions` and `extra_data` as in `tree`. A selection's view of one node is
+    then built without copying the whole tree."""
+    def row(x):
+        return x[node_index][None]
+
+    return tree.replace(
+        node_visits=row(tree.node_visits), raw_values=row(tree.raw_values),
+        node_values=row(tree.node_values), parents=row(tree.parents),
+        action_from_parent=row(tree.action_from_parent),
+        children_index=row(tree.children_index),
+        children_prior_logits=row(tree.children_prior_logits),
+        children_values=row(tree.children_values), children_visits=row(tree.children_visits),
+        children_rewards=row(tree.children_rewards),
+        children_discounts=row(tree.children_discounts),
+        embeddings=jax.tree.map(row, tree.embeddings),
+    )
 
 
 def run_search(params: Any, key: chex.PRNGKey, root: mctx.RootFnOutput, recurrent_fn: Callable,

@@ -30,8 +30,8 @@ from azjax.evaluation.baselines import Player
 from azjax.evaluation.hashing import derive_key, hash_choice, hash_seeds
 
 __all__ = ["PAIRED_OPENING_PLIES", "ArenaResult", "arena_devices", "arena_metrics",
-           "arena_split_note", "default_max_steps", "elo_difference", "play_arena", "run_arena",
-           "wdl_summary"]
+           "arena_split_note", "arena_start", "default_max_steps", "elo_difference",
+           "play_arena", "ply_keys", "run_arena", "settle_ply", "turns", "wdl_summary"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -150,20 +150,8 @@ def run_arena(
     total = num_games if total_games is None else total_games
     max_steps = default_max_steps(env) if max_steps is None else max_steps
     player_key = key if player_key is None else player_key
-    game_ids = first_game + jnp.arange(num_games)
-    # Keys derived by hashing, not threefry: ~0.5 s less XLA compile time per arena here.
-    states = jax.vmap(env.init)(jax.vmap(derive_key, (None, 0))(key, game_ids))
-    chex.assert_shape(states.legal_action_mask, (num_games, env.num_actions))
-    a_id = jnp.where(game_ids < (total + 1) // 2, 0, 1).astype(jnp.int32)
-    opening = None
-    if opening_plies:
-        # Paired openings: game i and game i + ceil(total / 2), where the colours are swapped,
-        # draw the same random moves: (seed, pair, ply) picks each one.
-        if opening_seed is None:
-            opening_seed = hash_seeds(derive_key(key, jnp.uint32(0xFFFFFFFE)), 1)[0]
-        chex.assert_shape(opening_seed, ())
-        pairs = (game_ids % max((total + 1) // 2, 1)).astype(jnp.uint32) * jnp.uint32(4099)
-        opening = (opening_plies, opening_seed, pairs)
+    states, a_id, opening = arena_start(key, env, num_games, first_game, total, opening_plies,
+                                        opening_seed)
 
     def cond(carry):
         t, states, *_ = carry
@@ -178,6 +166,66 @@ def run_arena(
     return a_returns, bad_a, bad_b
 
 
+def arena_start(key: jax.Array, env: Env, num_games: int, first_game: int | jax.Array,
+                total: int, opening_plies: int, opening_seed: jax.Array | None
+                ) -> tuple[GameState, jax.Array, tuple | None]:
+    """An arena's starting positions [B], A's player id per game int32 [B] and its opening
+    (plies, uint32 seed [], pair ids uint32 [B]) or None (see `run_arena`'s arguments)."""
+    game_ids = first_game + jnp.arange(num_games)
+    # Keys derived by hashing, not threefry: ~0.5 s less XLA compile time per arena here.
+    states = jax.vmap(env.init)(jax.vmap(derive_key, (None, 0))(key, game_ids))
+    chex.assert_shape(states.legal_action_mask, (num_games, env.num_actions))
+    a_id = jnp.where(game_ids < (total + 1) // 2, 0, 1).astype(jnp.int32)
+    opening = None
+    if opening_plies:
+        # Paired openings: game i and game i + ceil(total / 2), where the colours are swapped,
+        # draw the same random moves: (seed, pair, ply) picks each one.
+        if opening_seed is None:
+            opening_seed = hash_seeds(derive_key(key, jnp.uint32(0xFFFFFFFE)), 1)[0]
+        chex.assert_shape(opening_seed, ())
+        pairs = (game_ids % max((total + 1) // 2, 1)).astype(jnp.uint32) * jnp.uint32(4099)
+        opening = (opening_plies, opening_seed, pairs)
+    return states, a_id, opening
+
+
+def ply_keys(player_key: jax.Array, total: int, t: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Player A's and player B's keys for ply `t` of an arena of `total` games."""
+    return derive_key(player_key, total + 2 * t), derive_key(player_key, total + 2 * t + 1)
+
+
+def turns(states: GameState, a_id: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """bool [B] each: the live games where A is to move, and those where B is."""
+    live = _live(states)
+    return live & (states.current_player == a_id), live & (states.current_player != a_id)
+
+
+def settle_ply(env: Env, states: GameState, t: jax.Array, a_id: jax.Array, act_a: jax.Array,
+               act_b: jax.Array, opening: tuple | None, bad_a: jax.Array, bad_b: jax.Array
+               ) -> tuple[GameState, jax.Array, jax.Array, jax.Array]:
+    """Plays ply `t`: each game's mover's action (A's `act_a` [B] or B's `act_b` [B]; the
+    opening's random move in the opening's plies), counting illegal ones.
+
+    Returns:
+      (the states after the ply [B], the actions played int32 [B], illegal moves by A so far,
+      by B so far).
+    """
+    a_turn, b_turn = turns(states, a_id)
+    action = jnp.where(a_turn, act_a, act_b)
+    if opening:
+        plies, seed, pairs = opening
+        random_move = jax.vmap(hash_choice, in_axes=(None, 0, 0))(
+            seed, pairs + t.astype(jnp.uint32), states.legal_action_mask)
+        action = jnp.where(t < plies, random_move, action)
+    safe = jnp.clip(action, 0, env.num_actions - 1)
+    legal = (action == safe) & jnp.take_along_axis(
+        states.legal_action_mask, safe[:, None], axis=1
+    )[:, 0]
+    bad_a = bad_a + jnp.sum(a_turn & ~legal, dtype=jnp.int32)
+    bad_b = bad_b + jnp.sum(b_turn & ~legal, dtype=jnp.int32)
+    states = jax.vmap(env.step)(states, action)  # a finished game stays finished
+    return states, action, bad_a, bad_b
+
+
 def _live(states: GameState) -> jax.Array:
     """bool [B]: the games still running."""
     return ~(states.terminated | states.truncated)
@@ -190,10 +238,8 @@ def _arena_ply(env: Env, player_a: Player, player_b: Player, player_key: jax.Arr
     `progress_block` (the batch's first game) reports to the host after the ply."""
     t, states, totals, bad_a, bad_b = carry
     no_moves = jnp.zeros_like(a_id)
-    key_a = derive_key(player_key, total + 2 * t)
-    key_b = derive_key(player_key, total + 2 * t + 1)
-    a_turn = _live(states) & (states.current_player == a_id)
-    b_turn = _live(states) & (states.current_player != a_id)
+    key_a, key_b = ply_keys(player_key, total, t)
+    a_turn, b_turn = turns(states, a_id)
     in_opening = t < (opening[0] if opening else 0)  # the games run in lockstep: the same for all
     # Call a player only when some game needs it (e.g. not at all once its games end).
     act_a = jax.lax.cond(
@@ -207,19 +253,8 @@ def _arena_ply(env: Env, player_a: Player, player_b: Player, player_key: jax.Arr
         lambda: no_moves,
     )
     chex.assert_shape([act_a, act_b], a_id.shape)  # a player returns one move per game
-    action = jnp.where(a_turn, act_a, act_b)
-    if opening:
-        _, seed, pairs = opening
-        random_move = jax.vmap(hash_choice, in_axes=(None, 0, 0))(
-            seed, pairs + t.astype(jnp.uint32), states.legal_action_mask)
-        action = jnp.where(in_opening, random_move, action)
-    safe = jnp.clip(action, 0, env.num_actions - 1)
-    legal = (action == safe) & jnp.take_along_axis(
-        states.legal_action_mask, safe[:, None], axis=1
-    )[:, 0]
-    bad_a = bad_a + jnp.sum(a_turn & ~legal, dtype=jnp.int32)
-    bad_b = bad_b + jnp.sum(b_turn & ~legal, dtype=jnp.int32)
-    states = jax.vmap(env.step)(states, action)  # a finished game stays finished
+    states, _, bad_a, bad_b = settle_ply(env, states, t, a_id, act_a, act_b, opening, bad_a,
+                                         bad_b)
     if progress_block is not None:
         jax.debug.callback(_arena_tick, jnp.asarray(progress_block, jnp.int32),
                            jnp.sum(_live(states), dtype=jnp.int32), t + 1)

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 
 from azjax.agent import Agent
 from azjax.evaluation.arena import (
@@ -21,7 +22,7 @@ from azjax.evaluation.arena import (
     elo_difference,
     play_arena,
 )
-from azjax.evaluation.baselines import Player
+from azjax.evaluation.engine_arena import PlayerStats, play_engine_arena
 from azjax.evaluation.oracle import load_oracle
 from azjax.evaluation.oracle_score import error_percent, oracle_error_metrics, oracle_errors
 from azjax.evaluation.players import (
@@ -38,7 +39,8 @@ __all__ = ["PROGRESS_LINE_EVERY_S", "arena_bar", "evaluate_agent", "measure_agen
 def measure_agent(agent: Agent, *, against: list[str], oracle: str | None, games: int,
                   num_simulations: int | None, seed: int, oracle_positions: int | None = None,
                   report: Callable[[str], None] | None = None, progress: bool = False,
-                  opponent_simulations: int | None = None, opening_plies: int | None = None
+                  opponent_simulations: int | None = None, opening_plies: int | None = None,
+                  movetime: float | None = None, opponent_movetime: float | None = None
                   ) -> tuple[dict[str, Any], list[str]]:
     """Scores a loaded `azjax.Agent`: oracle errors and arenas (both colours).
 
@@ -60,6 +62,15 @@ def measure_agent(agent: Agent, *, against: list[str], oracle: str | None, games
         says which.
       opening_plies: paired random plies opening every arena's games (None: per opponent,
         `arena_opening_plies`); recorded as ``eval/vs_<name>/opening_plies``.
+      movetime: the agent thinks this many seconds per move instead of a fixed count: per
+        ply of an arena's batch of games, and per oracle position (scored one at a time).
+      opponent_movetime: an agent opponent's seconds per move; when only one of the two
+        times is given, both players get it (equal time). Baselines keep their fixed
+        depth or rollouts; their seconds per move are reported beside.
+
+    With a time per move, or a model that keeps its tree between moves (`search.tree_reuse`),
+    the arenas are played ply by ply from the host (`azjax.evaluation.engine_arena`) and
+    report each side's seconds and simulations per move.
 
     Returns:
       (metrics under the training run's keys: `eval/oracle/...`, `eval/vs_<name>/...`;
@@ -74,10 +85,18 @@ def measure_agent(agent: Agent, *, against: list[str], oracle: str | None, games
         if report is not None:
             report(line)
 
-    emit(f"{agent!r}, evaluated with {sims} simulations")
+    if movetime is None:
+        movetime = opponent_movetime
+    elif opponent_movetime is None:
+        opponent_movetime = movetime
+    clock = f", {movetime} s per move" if movetime is not None else ""
+    emit(f"{agent!r}, evaluated with {sims} simulations{clock}")
     metrics: dict[str, Any] = {"eval/num_simulations": sims}
+    if movetime is not None:
+        metrics["eval/movetime"] = movetime
     if oracle is not None:
-        metrics.update(_measure_oracle(agent, sims, key, oracle, oracle_positions, emit))
+        metrics.update(_measure_oracle(agent, sims, key, oracle, oracle_positions, emit,
+                                       movetime))
     opponents = against or (["random", "greedy"] if oracle is None else [])
     if opening_plies is not None and opening_plies < 0:
         raise ValueError(f"opening plies must be >= 0, got {opening_plies}")
@@ -88,26 +107,83 @@ def measure_agent(agent: Agent, *, against: list[str], oracle: str | None, games
         metrics["eval/arena_devices"] = len(arena_devices(games))
         if (note := arena_split_note(games)) is not None:
             emit(note)
-    me = search_player(agent.search_fn, agent.params, sims)
+    _play_arenas(agent, opponents, sims, key, games, metrics, emit, progress=progress,
+                 opponent_simulations=opponent_simulations, opening_plies=opening_plies,
+                 movetime=movetime, opponent_movetime=opponent_movetime)
+    return metrics, lines
+
+
+def _play_arenas(agent: Agent, opponents: list[str], sims: int, key: jax.Array, games: int,
+                 metrics: dict[str, Any], emit: Callable[[str], None], *, progress: bool,
+                 opponent_simulations: int | None, opening_plies: int | None,
+                 movetime: float | None, opponent_movetime: float | None) -> None:
+    """`measure_agent`'s arenas, one per opponent, into `metrics` and lines. With a clock or
+    a kept tree they are played ply by ply (`play_engine_arena`) and report their pace."""
+    engine = movetime is not None or agent.config.search.tree_reuse
+    me = (agent.player(num_simulations=sims, movetime=movetime) if engine
+          else search_player(agent.search_fn, agent.params, sims))
     for name in opponents:
-        opponent, plies = _opponent(agent, name, opponent_simulations, metrics, emit)
+        opponent, plies = _opponent(agent, name, opponent_simulations, metrics, emit,
+                                    engine=engine, movetime=opponent_movetime)
         plies = plies if opening_plies is None else opening_plies
         with arena_bar(name, games, progress) as tick:
-            result = play_arena(agent.env, me, opponent, key=key, num_games=games,
-                                opening_plies=plies, progress=tick)
+            if engine:
+                result, mine, theirs = play_engine_arena(
+                    agent.env, me, opponent, key=key, num_games=games, opening_plies=plies,
+                    progress=tick)
+            else:
+                result = play_arena(agent.env, me, opponent, key=key, num_games=games,
+                                    opening_plies=plies, progress=tick)
         metrics.update(arena_metrics(name, result))
         metrics[f"eval/vs_{name}/opening_plies"] = plies
         openings = f"; {plies} paired random opening plies" if plies else ""
         emit(f"vs {name:>10}: {result}  (Elo difference "
              f"{elo_difference(result.score):+.0f}{openings})")
-    return metrics, lines
+        if engine:
+            metrics.update(_engine_metrics(name, mine, theirs))
+            emit(f"    {_pace('agent', mine)}; {_pace(name, theirs)}")
+
+
+def _pace(name: str, stats: PlayerStats) -> str:
+    """`agent 0.201 s and 412 simulations per move` (the simulations when it searched)."""
+    sims = (f" and {stats.simulations_per_move:.0f} simulations"
+            if stats.simulations_per_move is not None else "")
+    return f"{name} {stats.seconds_per_move:.3f} s{sims} per move"
+
+
+def _engine_metrics(name: str, mine: PlayerStats, theirs: PlayerStats) -> dict[str, float]:
+    """An engine arena's pace as metrics: ``eval/vs_<name>/seconds_per_move`` (the agent's),
+    ``.../simulations_per_move``, and the opponent's under ``.../opponent_...``."""
+    metrics = {}
+    for prefix, stats in (("", mine), ("opponent_", theirs)):
+        metrics[f"eval/vs_{name}/{prefix}seconds_per_move"] = stats.seconds_per_move
+        if stats.simulations_per_move is not None:
+            metrics[f"eval/vs_{name}/{prefix}simulations_per_move"] = stats.simulations_per_move
+    return metrics
+
+
+def _timed_oracle_errors(agent: Agent, sims: int, key: jax.Array, states: Any,
+                         preserving: Any, movetime: float) -> tuple[int, float]:
+    """(errors, mean simulations per position) of the agent thinking `movetime` seconds on
+    each position in turn."""
+    from azjax.evaluation.oracle import wrong_moves
+
+    player = agent.player(num_simulations=sims, movetime=movetime, keep_tree=False)
+    errors, simulations = 0, 0
+    for i in range(preserving.shape[0]):
+        state = jax.tree.map(lambda x, i=i: x[i:i + 1], states)
+        move = player.move(jax.random.fold_in(key, i), state)
+        errors += int(wrong_moves(preserving[i:i + 1], jnp.asarray(move.action))[0])
+        simulations += int(move.simulations[0])
+    return errors, simulations / max(preserving.shape[0], 1)
 
 
 def _measure_oracle(agent: Agent, sims: int, key: jax.Array, oracle: str,
-                    oracle_positions: int | None,
-                    emit: Callable[[str], None]) -> dict[str, float]:
+                    oracle_positions: int | None, emit: Callable[[str], None],
+                    movetime: float | None = None) -> dict[str, float]:
     """`measure_agent`'s oracle scores: one line per set, the run's oracle metrics. Each set
-    is scored on its own (its own compiled size), with the same key."""
+    is scored on its own (its own compiled size), with the same key; with `movetime`, the
+    search thinks that long on each position."""
     env = agent.env
     directory = oracle or None
     if directory is not None and not Path(directory).is_dir():
@@ -125,18 +201,26 @@ def _measure_oracle(agent: Agent, sims: int, key: jax.Array, oracle: str,
         preserving = oracle_set.preserving[:oracle_positions]
         args = (agent.params, key, states, preserving)
         raw_errors[name] = error_percent(raw_fn(*args), len(preserving))
-        search_errors[name] = error_percent(search_fn(*args), len(preserving))
+        pace = ""
+        if movetime is None:
+            search_errors[name] = error_percent(search_fn(*args), len(preserving))
+        else:
+            errors, per_move = _timed_oracle_errors(agent, sims, key, states, preserving,
+                                                    movetime)
+            search_errors[name] = error_percent(errors, len(preserving))
+            pace = f"; {per_move:.0f} simulations per position"
         label = f"{oracle_set.title} ({name})" if oracle_set.title else name
         emit(f"oracle {label:>32}: raw network {raw_errors[name]:6.2f}% errors, "
-             f"search {search_errors[name]:6.2f}% errors ({len(preserving)} positions)")
+             f"search {search_errors[name]:6.2f}% errors ({len(preserving)} positions{pace})")
     return oracle_error_metrics(raw_errors, search_errors)
 
 
 def _opponent(agent: Agent, name: str, opponent_simulations: int | None,
-              metrics: dict[str, Any], emit: Callable[[str], None]) -> tuple[Player, int]:
+              metrics: dict[str, Any], emit: Callable[[str], None], *, engine: bool = False,
+              movetime: float | None = None) -> tuple[Any, int]:
     """(the player of opponent `name`, the arena's paired random opening plies:
-    `arena_opening_plies`). An agent opponent plays greedy search; its simulations go into
-    `metrics` and a line."""
+    `arena_opening_plies`). An agent opponent plays greedy search (with `engine`, as an
+    `EnginePlayer` on `movetime`); its simulations go into `metrics` and a line."""
     if is_baseline(name):
         return make_opponent(agent.env, name), arena_opening_plies(name)
     other = Agent.load(name)
@@ -144,7 +228,11 @@ def _opponent(agent: Agent, name: str, opponent_simulations: int | None,
         raise ValueError(f"{name} plays {other.env.name}, not {agent.env.name}")
     other_sims = other.search_simulations(opponent_simulations)
     metrics[f"eval/vs_{name}/simulations"] = other_sims
-    emit(f"opponent {name}: {other!r}, searching with {other_sims} simulations")
+    clock = f", {movetime} s per move" if movetime is not None else ""
+    emit(f"opponent {name}: {other!r}, searching with {other_sims} simulations{clock}")
+    if engine:
+        return other.player(num_simulations=other_sims, movetime=movetime), \
+            arena_opening_plies(name)
     return search_player(other.search_fn, other.params, other_sims), arena_opening_plies(name)
 
 
@@ -204,7 +292,8 @@ def evaluate_agent(spec: str, *, against: list[str], oracle: str | None, games: 
                    report: Callable[[str], None] | None = None,
                    overrides: list[str] | None = None, progress: bool = False,
                    opponent_simulations: int | None = None,
-                   opening_plies: int | None = None) -> list[str]:
+                   opening_plies: int | None = None, movetime: float | None = None,
+                   opponent_movetime: float | None = None) -> list[str]:
     """`azjax eval SPEC`: loads the agent at `spec` and runs `measure_agent` on it.
 
     Args:
@@ -212,7 +301,8 @@ def evaluate_agent(spec: str, *, against: list[str], oracle: str | None, games: 
       overrides: ``KEY=VALUE`` changes to how the evaluated agent searches
         (`Agent.with_search`); reported in the first line.
       against, oracle, games, num_simulations, seed, oracle_positions, report, progress,
-        opponent_simulations, opening_plies: as in `measure_agent`.
+        opponent_simulations, opening_plies, movetime, opponent_movetime: as in
+        `measure_agent`.
 
     Returns:
       The printed lines.
@@ -226,5 +316,6 @@ def evaluate_agent(spec: str, *, against: list[str], oracle: str | None, games: 
                              num_simulations=num_simulations, seed=seed,
                              oracle_positions=oracle_positions, report=report,
                              progress=progress, opponent_simulations=opponent_simulations,
-                             opening_plies=opening_plies)
+                             opening_plies=opening_plies, movetime=movetime,
+                             opponent_movetime=opponent_movetime)
     return header + lines

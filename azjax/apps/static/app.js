@@ -30,9 +30,12 @@ async function start() {
   for (const [id, g] of Object.entries(info.games)) $("game").add(new Option(g.title, id));
   const labels = ["easy", "medium", "hard", "harder"];
   info.simulations.forEach((n, i) => {
-    $("strength").add(new Option(`${labels[i] || ""} (${n} simulations)`, n));
+    $("strength").add(new Option(`${labels[i] || ""} (${n} simulations)`, `s${n}`));
   });
-  $("strength").value = info.default_simulations;
+  (info.movetimes || []).forEach((t) => {
+    $("strength").add(new Option(`think ${t} s a move`, `t${t}`));
+  });
+  $("strength").value = `s${info.default_simulations}`;
   if (params.get("game")) $("game").value = params.get("game");
   $("new-game").addEventListener("click", newGame);
   $("game").addEventListener("change", newGame);
@@ -89,8 +92,10 @@ async function aiTurn(mine) {
   setStatus("The AI is thinking…");
   let reply;
   try {
-    reply = await api("/api/move", { game: game.id, moves: game.moves,
-                                     simulations: Number($("strength").value) });
+    const strength = $("strength").value;
+    const chosen = strength.startsWith("t") ? { movetime: Number(strength.slice(1)) }
+                                            : { simulations: Number(strength.slice(1)) };
+    reply = await api("/api/move", { game: game.id, moves: game.moves, ...chosen });
   } catch (error) { setStatus(`Error: ${error.message}`); return; }
   if (mine !== generation) return;
   game.moves = reply.moves;

@@ -1,0 +1,161 @@
+"""An arena driven from the host, one ply at a time, for players that think like engines: a
+clock per move, trees kept between moves (`azjax.engine_player.EnginePlayer`).
+
+`run_arena` plays a whole arena inside one compiled call, which a player on a clock cannot
+live in (it reads the time between compiled chunks) and which has nowhere to keep a tree from
+one ply to the next. This arena plays the same games, with the same starts, colours, paired
+openings and per-ply keys (`azjax.evaluation.arena`), stepping each ply from the host: each
+player searches the whole batch when any live game has it to move (as in `run_arena`), the
+mover's moves are played, and both players' kept trees move down them. Plain players
+(`act(key, states) -> actions`, the baselines) are compiled once and timed too.
+
+With fixed simulation counts and no kept trees, an engine player's moves are those of
+`azjax.evaluation.players.search_player` (the same search), so the two arenas agree game for
+game; with a clock they are not repeatable.
+
+Shape legend: B games.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from azjax.envs.core import Env
+from azjax.evaluation.arena import (
+    ArenaResult,
+    arena_start,
+    default_max_steps,
+    ply_keys,
+    settle_ply,
+    turns,
+)
+from azjax.evaluation.baselines import Player
+from azjax.engine_player import EnginePlayer
+
+__all__ = ["PlayerStats", "play_engine_arena"]
+
+
+@dataclasses.dataclass(frozen=True)
+class PlayerStats:
+    """How one side of an engine arena played: per move, averaged over its moves.
+
+    Attributes:
+      moves: the batched moves it made (plies where some game had it to move).
+      seconds_per_move: wall seconds per batched move (every game of the batch at once).
+      simulations_per_move: simulations per move in the games it moved in (kept visits not
+        counted); None for a player that does not search with an engine.
+    """
+
+    moves: int
+    seconds_per_move: float
+    simulations_per_move: float | None
+
+
+class _Side:
+    """One player of the arena: an `EnginePlayer` or a compiled plain `Player`, and its tally."""
+
+    def __init__(self, player: EnginePlayer | Player):
+        self.player = player
+        self.engine = isinstance(player, EnginePlayer)
+        self.act = None if self.engine else jax.jit(player)
+        self.moves, self.seconds, self.simulations, self.counted = 0, 0.0, 0.0, 0
+
+    def move(self, key: jax.Array, states: Any, turn: np.ndarray) -> jax.Array:
+        if self.engine:
+            move = self.player.move(key, states)
+            self.seconds += move.seconds
+            self.simulations += float(np.sum(move.simulations[turn]))
+            self.counted += int(np.sum(turn))
+            action = jnp.asarray(move.action)
+        else:
+            if not self.moves:  # compiled outside the clock
+                jax.block_until_ready(self.act(key, states))
+            began = time.perf_counter()
+            action = jax.block_until_ready(self.act(key, states))
+            self.seconds += time.perf_counter() - began
+        self.moves += 1
+        return action.astype(jnp.int32)
+
+    def played(self, actions: jax.Array) -> None:
+        if self.engine:
+            self.player.played(actions)
+
+    def stats(self) -> PlayerStats:
+        moves = max(self.moves, 1)
+        sims = self.simulations / self.counted if self.engine and self.counted else None
+        return PlayerStats(self.moves, self.seconds / moves, sims)
+
+
+def play_engine_arena(env: Env, player_a: EnginePlayer | Player,
+                      player_b: EnginePlayer | Player, *, key: jax.Array, num_games: int,
+                      max_steps: int | None = None, opening_plies: int = 0,
+                      progress: Callable[[int, int], None] | None = None
+                      ) -> tuple[ArenaResult, PlayerStats, PlayerStats]:
+    """Plays `num_games` games of A against B, one ply at a time from the host.
+
+    The games, colours, openings and keys are `run_arena`'s on one device (A moves first in
+    the first ``ceil(num_games / 2)`` games). Engine players start fresh (`reset`).
+
+    Args:
+      env: the game.
+      player_a, player_b: `EnginePlayer`s (a clock, kept trees) or plain players.
+      key: the arena's PRNG key.
+      num_games: B.
+      max_steps: the ply limit (default `default_max_steps`); games still running are draws.
+      opening_plies: random paired opening plies (`run_arena`).
+      progress: called as `progress(finished_games, plies)` after every ply.
+
+    Returns:
+      (A's `ArenaResult`, A's `PlayerStats`, B's `PlayerStats`).
+    """
+    if num_games < 1:
+        raise ValueError(f"num_games must be >= 1, got {num_games}")
+    max_steps = default_max_steps(env) if max_steps is None else max_steps
+    states, a_id, opening = _start(key, env, num_games, opening_plies)
+    sides = _Side(player_a), _Side(player_b)
+    for side in sides:
+        if side.engine:
+            side.player.reset()
+    no_moves = jnp.zeros((num_games,), jnp.int32)
+    totals = jnp.zeros((num_games, 2), jnp.float32)
+    bad_a = bad_b = jnp.int32(0)
+    settle = _settle(env)
+    for t in range(max_steps):
+        a_turn, b_turn = (np.asarray(x) for x in turns(states, a_id))
+        if not (a_turn.any() or b_turn.any()):
+            break
+        keys = ply_keys(key, num_games, jnp.int32(t))
+        acts = [side.move(k, states, turn) if turn.any() and t >= opening_plies else no_moves
+                for side, k, turn in zip(sides, keys, (a_turn, b_turn), strict=True)]
+        states, action, bad_a, bad_b = settle(states, jnp.int32(t), a_id, *acts, opening,
+                                              bad_a, bad_b)
+        totals = totals + states.rewards
+        for side in sides:
+            side.played(action)
+        if progress is not None:
+            progress(num_games - int(np.sum(np.asarray(turns(states, a_id)).any(axis=0))),
+                     t + 1)
+    a_returns = jnp.take_along_axis(totals, a_id[:, None], axis=1)[:, 0]
+    result = ArenaResult.from_outcomes(a_returns, bad_a, bad_b)
+    return result, sides[0].stats(), sides[1].stats()
+
+
+def _start(key: jax.Array, env: Env, num_games: int, opening_plies: int):
+    return jax.jit(arena_start, static_argnums=(1, 2, 4, 5))(
+        key, env, num_games, 0, num_games, opening_plies, None)
+
+
+def _settle(env: Env) -> Callable:
+    """`settle_ply` for `env`, compiled (the opening's plies count is static)."""
+
+    def settle(states, t, a_id, act_a, act_b, opening, bad_a, bad_b):
+        return settle_ply(env, states, t, a_id, act_a, act_b, opening, bad_a, bad_b)
+
+    return jax.jit(settle)

@@ -1,0 +1,184 @@
+"""Play like an engine: a clock per move, the tree kept between moves, ply-by-ply arenas, and
+the commands and API that offer them. The search itself (chunks, kept trees, proven results)
+is checked in tests/test_search_engine.py; here, what is built on it.
+
+No test reads the wall clock's verdict: a clock's budget is checked with a fake clock that
+moves a fixed step per reading, so the count of chunks a move runs is exact.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from conftest import REPO_ROOT
+from typer.testing import CliRunner
+
+from azjax.agent import Agent
+from azjax.apps.cli import app
+from azjax.apps.serve import GameService
+from azjax.evaluation.arena import play_arena
+from azjax.evaluation.baselines import greedy_player
+from azjax.evaluation.engine_arena import play_engine_arena
+from azjax.engine_player import EnginePlayer
+from azjax.evaluation.players import search_player
+
+RUNNER = CliRunner(env={"AZJAX_COMPILATION_CACHE": str(REPO_ROOT / ".jax_cache")})
+SIMS = 8
+
+
+@pytest.fixture(scope="module")
+def agent() -> Agent:
+    return Agent.load("tic_tac_toe")
+
+
+@pytest.fixture(scope="module")
+def puct_agent(agent) -> Agent:
+    return agent.with_search(["search.algorithm=puct"])
+
+
+def _states(env, batch: int, plies: int = 0, seed: int = 0):
+    """`batch` positions after `plies` random legal moves (games that end stay ended)."""
+    key = jax.random.PRNGKey(seed)
+    states = jax.vmap(env.init)(jax.random.split(key, batch))
+    for ply in range(plies):
+        logits = jnp.where(states.legal_action_mask, 0.0, -jnp.inf)
+        actions = jax.random.categorical(jax.random.fold_in(key, ply), logits)
+        done = states.terminated | states.truncated
+        states = jax.vmap(env.step)(states, jnp.where(done, 0, actions).astype(jnp.int32))
+    return states
+
+
+class FakeClock:
+    """Seconds that move `step` per reading."""
+
+    def __init__(self, step: float):
+        self.now, self.step = 0.0, step
+
+    def __call__(self) -> float:
+        self.now += self.step
+        return self.now
+
+
+def test_a_fixed_count_engine_arena_plays_the_compiled_arenas_games(agent):
+    """Fixed simulations, no kept tree: the ply-by-ply arena and the one-call arena play the
+    same games (the same search, starts, openings and keys), so their results agree."""
+    env, key = agent.env, jax.random.PRNGKey(3)
+    compiled = play_arena(env, search_player(agent.search_fn, agent.params, SIMS),
+                          greedy_player(env), key=key, num_games=8, opening_plies=2)
+    engine = agent.player(num_simulations=SIMS, keep_tree=False)
+    result, mine, theirs = play_engine_arena(env, engine, greedy_player(env), key=key,
+                                             num_games=8, opening_plies=2)
+    assert result == compiled
+    assert mine.simulations_per_move == SIMS and theirs.simulations_per_move is None
+    assert mine.moves > 0 and theirs.moves > 0
+
+
+@pytest.mark.parametrize("chunks", [1, 3])
+def test_a_clock_bounds_the_simulations_of_a_move(agent, chunks):
+    """A fake clock moving 1 s per reading against a movetime of `chunks` s: the move reads it
+    once when it starts and once after each chunk, so it runs exactly `chunks` chunks."""
+    states = _states(agent.env, 4)
+    player = EnginePlayer(agent.search_engine, {"params": agent.params}, num_simulations=16,
+                          movetime=float(chunks), chunk=4, clock=FakeClock(1.0))
+    move = player.move(jax.random.PRNGKey(0), states)
+    assert np.all(move.simulations == 4 * chunks)
+    assert np.all(np.take_along_axis(np.asarray(states.legal_action_mask),
+                                     move.action[:, None], 1))
+
+
+def test_a_kept_tree_carries_its_visits_into_the_next_search(puct_agent):
+    """PUCT, a batch of games: after a move and the reply, each next search starts from the
+    subtree under the two moves, so its root holds more visits than the search ran."""
+    env = puct_agent.env
+    states = _states(env, 4)
+    player = puct_agent.player(num_simulations=64, keep_tree=True)
+    fresh = puct_agent.player(num_simulations=64, keep_tree=False)
+    step = jax.jit(jax.vmap(env.step))
+    for ply in range(2):
+        move = player.move(jax.random.PRNGKey(ply), states)
+        states = step(states, jnp.asarray(move.action))
+        player.played(move.action)
+    # The second move's root had the first search's subtree under its two moves.
+    visits = np.asarray(move.output.visit_counts).sum(axis=1)
+    assert np.all(visits >= move.simulations) and np.any(visits > move.simulations)
+    assert np.all(move.simulations == 64)
+    other = fresh.move(jax.random.PRNGKey(1), states)
+    assert np.all(np.asarray(other.output.visit_counts).sum(axis=1) == 64)
+
+
+def test_agent_act_with_a_movetime_plays_legal_moves(agent):
+    states = _states(agent.env, 3, plies=2)
+    actions = np.asarray(agent.act(jax.random.PRNGKey(0), states, movetime=0.01))
+    assert actions.shape == (3,)
+    assert np.all(np.take_along_axis(np.asarray(states.legal_action_mask), actions[:, None], 1))
+
+
+def test_a_bad_movetime_is_refused(agent):
+    for movetime in (0.0, -1.0, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="movetime must be a positive number of seconds"):
+            agent.player(movetime=movetime)
+    result = RUNNER.invoke(app, ["play", "tic_tac_toe", "--movetime", "-1"])
+    assert result.exit_code == 2
+    assert "--movetime: must be in (0, 3600] seconds, got -1.0" in result.output
+
+
+def test_eval_with_a_movetime_reports_each_sides_pace():
+    result = RUNNER.invoke(app, ["eval", "tic_tac_toe", "--against", "greedy", "--games", "2",
+                                 "--movetime", "0.01"])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[0].endswith(" simulations, 0.01 s per move"), lines[0]
+    (pace,) = [line for line in lines if line.startswith("    agent ")]
+    assert " simulations per move; greedy " in pace and pace.endswith(" s per move")
+
+
+def test_play_with_a_movetime_through_a_pipe():
+    typed = "5\n1\n2\n3\n4\n6\n7\n8\n9\n"
+    result = RUNNER.invoke(app, ["play", "tic_tac_toe", "--movetime", "0.01"], input=typed)
+    assert result.exit_code == 0, result.output
+    assert "the AI plays O thinking 0.01 s a move" in result.output
+    assert "Result: " in result.output
+
+
+def test_serve_offers_times_per_move(agent):
+    service = GameService({"tic_tac_toe": agent}, simulations=(4,), movetimes=(0.01,))
+    assert service.games()["movetimes"] == [0.01]
+    reply = service.move(json.dumps({"game": "tic_tac_toe", "moves": [4],
+                                     "movetime": 0.01}).encode())
+    assert reply["simulations"] >= 1 and reply["move"] != 4
+    from azjax.apps.serve import ApiError
+
+    refused = {
+        json.dumps({"game": "tic_tac_toe", "movetime": 0.5}): (422, "movetime must be one of"),
+        json.dumps({"game": "tic_tac_toe", "movetime": "1"}): (400, "must be a number"),
+        json.dumps({"game": "tic_tac_toe", "movetime": True}): (400, "must be a number"),
+        json.dumps({"game": "tic_tac_toe", "movetime": 0.01, "simulations": 4}):
+            (400, "not both"),
+    }
+    for body, (status, words) in refused.items():
+        with pytest.raises(ApiError) as error:
+            service.move(body.encode())
+        assert error.value.status == status and words in str(error.value), body
+
+
+def test_search_config_options_default_off():
+    from azjax.config import SearchConfig
+
+    fields = {f.name: f.default for f in dataclasses.fields(SearchConfig)}
+    assert fields["tree_reuse"] is False and fields["solver"] is False
+
+
+def test_engine_arena_keeps_trees_in_both_players(puct_agent):
+    """Two kept-tree players in one arena: every game ends, nothing illegal is played."""
+    env = puct_agent.env
+    a = puct_agent.player(num_simulations=SIMS, keep_tree=True)
+    b = puct_agent.player(num_simulations=SIMS, keep_tree=True)
+    result, mine, theirs = play_engine_arena(env, a, b, key=jax.random.PRNGKey(0), num_games=4,
+                                             opening_plies=1)
+    assert result.num_games == 4 and result.illegal_moves_a == result.illegal_moves_b == 0
+    assert mine.simulations_per_move == theirs.simulations_per_move == SIMS
