@@ -250,6 +250,10 @@ def evaluate(
              "--against-movetime says otherwise. Not repeatable, as a count is")] = None,
     against_movetime: Annotated[float | None, typer.Option(
         help="Seconds per move of the agent opponents (default: --movetime)")] = None,
+    equal_time: Annotated[bool, typer.Option(
+        "--equal-time", help="In each arena the agent thinks, on each move, as long as the "
+                             "opponent took per move so far: equal time against alphabeta:D "
+                             "and mcts:N, whatever the machine")] = False,
     seed: Annotated[int, typer.Option()] = 0,
     opening_plies: Annotated[int | None, typer.Option(
         min=0, help="Paired random plies opening every arena's games (default: 2 against "
@@ -284,9 +288,9 @@ def evaluate(
         if opening_plies is not None:
             _fail(ValueError("--opening-plies applies to arenas; a --ladder plays its anchor "
                              "table's (or 2) opening plies"))
-        if movetime is not None or against_movetime is not None:
-            _fail(ValueError("--movetime applies to one agent, not to a --ladder (its "
-                             "snapshots all search with --simulations)"))
+        if movetime is not None or against_movetime is not None or equal_time:
+            _fail(ValueError("--movetime and --equal-time apply to one agent, not to a "
+                             "--ladder (its snapshots all search with --simulations)"))
         _ladder(spec, against or [], games, simulations, seed, anchors)
         return
     if anchors is not None:
@@ -298,7 +302,7 @@ def evaluate(
                        overrides=set_ or [], progress=True,
                        opponent_simulations=against_simulations,
                        opening_plies=opening_plies, movetime=movetime,
-                       opponent_movetime=against_movetime)
+                       opponent_movetime=against_movetime, equal_time=equal_time)
     except _user_errors() as error:
         _fail(error)
 

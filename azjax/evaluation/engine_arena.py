@@ -27,6 +27,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from azjax.engine_player import EnginePlayer
 from azjax.envs.core import Env
 from azjax.evaluation.arena import (
     ArenaResult,
@@ -37,7 +38,6 @@ from azjax.evaluation.arena import (
     turns,
 )
 from azjax.evaluation.baselines import Player
-from azjax.engine_player import EnginePlayer
 
 __all__ = ["PlayerStats", "play_engine_arena"]
 
@@ -96,7 +96,8 @@ class _Side:
 def play_engine_arena(env: Env, player_a: EnginePlayer | Player,
                       player_b: EnginePlayer | Player, *, key: jax.Array, num_games: int,
                       max_steps: int | None = None, opening_plies: int = 0,
-                      progress: Callable[[int, int], None] | None = None
+                      progress: Callable[[int, int], None] | None = None,
+                      equal_time: bool = False
                       ) -> tuple[ArenaResult, PlayerStats, PlayerStats]:
     """Plays `num_games` games of A against B, one ply at a time from the host.
 
@@ -111,12 +112,17 @@ def play_engine_arena(env: Env, player_a: EnginePlayer | Player,
       max_steps: the ply limit (default `default_max_steps`); games still running are draws.
       opening_plies: random paired opening plies (`run_arena`).
       progress: called as `progress(finished_games, plies)` after every ply.
+      equal_time: A (an `EnginePlayer`) thinks, on each move, as long as B took per move so
+        far (B moves first in each ply; A's own movetime until B has moved): equal time
+        against an opponent of fixed depth or count, whatever the machine.
 
     Returns:
       (A's `ArenaResult`, A's `PlayerStats`, B's `PlayerStats`).
     """
     if num_games < 1:
         raise ValueError(f"num_games must be >= 1, got {num_games}")
+    if equal_time and not (isinstance(player_a, EnginePlayer) and player_a.movetime):
+        raise ValueError("equal time needs player A to be an EnginePlayer on a clock")
     max_steps = default_max_steps(env) if max_steps is None else max_steps
     states, a_id, opening = _start(key, env, num_games, opening_plies)
     sides = _Side(player_a), _Side(player_b)
@@ -131,11 +137,14 @@ def play_engine_arena(env: Env, player_a: EnginePlayer | Player,
         a_turn, b_turn = (np.asarray(x) for x in turns(states, a_id))
         if not (a_turn.any() or b_turn.any()):
             break
-        keys = ply_keys(key, num_games, jnp.int32(t))
-        acts = [side.move(k, states, turn) if turn.any() and t >= opening_plies else no_moves
-                for side, k, turn in zip(sides, keys, (a_turn, b_turn), strict=True)]
-        states, action, bad_a, bad_b = settle(states, jnp.int32(t), a_id, *acts, opening,
-                                              bad_a, bad_b)
+        key_a, key_b = ply_keys(key, num_games, jnp.int32(t))
+        thinking = t >= opening_plies
+        act_b = sides[1].move(key_b, states, b_turn) if b_turn.any() and thinking else no_moves
+        if equal_time and sides[1].moves:
+            player_a.movetime = sides[1].seconds / sides[1].moves
+        act_a = sides[0].move(key_a, states, a_turn) if a_turn.any() and thinking else no_moves
+        states, action, bad_a, bad_b = settle(states, jnp.int32(t), a_id, act_a, act_b,
+                                              opening, bad_a, bad_b)
         totals = totals + states.rewards
         for side in sides:
             side.played(action)

@@ -40,8 +40,8 @@ def measure_agent(agent: Agent, *, against: list[str], oracle: str | None, games
                   num_simulations: int | None, seed: int, oracle_positions: int | None = None,
                   report: Callable[[str], None] | None = None, progress: bool = False,
                   opponent_simulations: int | None = None, opening_plies: int | None = None,
-                  movetime: float | None = None, opponent_movetime: float | None = None
-                  ) -> tuple[dict[str, Any], list[str]]:
+                  movetime: float | None = None, opponent_movetime: float | None = None,
+                  equal_time: bool = False) -> tuple[dict[str, Any], list[str]]:
     """Scores a loaded `azjax.Agent`: oracle errors and arenas (both colours).
 
     Args:
@@ -67,6 +67,8 @@ def measure_agent(agent: Agent, *, against: list[str], oracle: str | None, games
       opponent_movetime: an agent opponent's seconds per move; when only one of the two
         times is given, both players get it (equal time). Baselines keep their fixed
         depth or rollouts; their seconds per move are reported beside.
+      equal_time: in each arena the agent thinks, on each move, as long as the opponent took
+        per move so far (`play_engine_arena`): equal time against baselines of fixed depth.
 
     With a time per move, or a model that keeps its tree between moves (`search.tree_reuse`),
     the arenas are played ply by ply from the host (`azjax.evaluation.engine_arena`) and
@@ -90,6 +92,7 @@ def measure_agent(agent: Agent, *, against: list[str], oracle: str | None, games
     elif opponent_movetime is None:
         opponent_movetime = movetime
     clock = f", {movetime} s per move" if movetime is not None else ""
+    clock = ", at equal time with each opponent" if equal_time else clock
     emit(f"{agent!r}, evaluated with {sims} simulations{clock}")
     metrics: dict[str, Any] = {"eval/num_simulations": sims}
     if movetime is not None:
@@ -109,20 +112,24 @@ def measure_agent(agent: Agent, *, against: list[str], oracle: str | None, games
             emit(note)
     _play_arenas(agent, opponents, sims, key, games, metrics, emit, progress=progress,
                  opponent_simulations=opponent_simulations, opening_plies=opening_plies,
-                 movetime=movetime, opponent_movetime=opponent_movetime)
+                 movetime=movetime, opponent_movetime=opponent_movetime,
+                 equal_time=equal_time)
     return metrics, lines
 
 
 def _play_arenas(agent: Agent, opponents: list[str], sims: int, key: jax.Array, games: int,
                  metrics: dict[str, Any], emit: Callable[[str], None], *, progress: bool,
                  opponent_simulations: int | None, opening_plies: int | None,
-                 movetime: float | None, opponent_movetime: float | None) -> None:
+                 movetime: float | None, opponent_movetime: float | None,
+                 equal_time: bool = False) -> None:
     """`measure_agent`'s arenas, one per opponent, into `metrics` and lines. With a clock or
     a kept tree they are played ply by ply (`play_engine_arena`) and report their pace."""
-    engine = movetime is not None or agent.config.search.tree_reuse
-    me = (agent.player(num_simulations=sims, movetime=movetime) if engine
-          else search_player(agent.search_fn, agent.params, sims))
+    engine = movetime is not None or agent.config.search.tree_reuse or equal_time
     for name in opponents:
+        if equal_time:  # the first move's time, until the opponent's is measured
+            movetime = movetime or 1.0
+        me = (agent.player(num_simulations=sims, movetime=movetime) if engine
+              else search_player(agent.search_fn, agent.params, sims))
         opponent, plies = _opponent(agent, name, opponent_simulations, metrics, emit,
                                     engine=engine, movetime=opponent_movetime)
         plies = plies if opening_plies is None else opening_plies
@@ -130,7 +137,7 @@ def _play_arenas(agent: Agent, opponents: list[str], sims: int, key: jax.Array, 
             if engine:
                 result, mine, theirs = play_engine_arena(
                     agent.env, me, opponent, key=key, num_games=games, opening_plies=plies,
-                    progress=tick)
+                    progress=tick, equal_time=equal_time)
             else:
                 result = play_arena(agent.env, me, opponent, key=key, num_games=games,
                                     opening_plies=plies, progress=tick)
@@ -293,7 +300,8 @@ def evaluate_agent(spec: str, *, against: list[str], oracle: str | None, games: 
                    overrides: list[str] | None = None, progress: bool = False,
                    opponent_simulations: int | None = None,
                    opening_plies: int | None = None, movetime: float | None = None,
-                   opponent_movetime: float | None = None) -> list[str]:
+                   opponent_movetime: float | None = None,
+                   equal_time: bool = False) -> list[str]:
     """`azjax eval SPEC`: loads the agent at `spec` and runs `measure_agent` on it.
 
     Args:
@@ -301,7 +309,7 @@ def evaluate_agent(spec: str, *, against: list[str], oracle: str | None, games: 
       overrides: ``KEY=VALUE`` changes to how the evaluated agent searches
         (`Agent.with_search`); reported in the first line.
       against, oracle, games, num_simulations, seed, oracle_positions, report, progress,
-        opponent_simulations, opening_plies, movetime, opponent_movetime: as in
+        opponent_simulations, opening_plies, movetime, opponent_movetime, equal_time: as in
         `measure_agent`.
 
     Returns:
@@ -317,5 +325,5 @@ def evaluate_agent(spec: str, *, against: list[str], oracle: str | None, games: 
                              oracle_positions=oracle_positions, report=report,
                              progress=progress, opponent_simulations=opponent_simulations,
                              opening_plies=opening_plies, movetime=movetime,
-                             opponent_movetime=opponent_movetime)
+                             opponent_movetime=opponent_movetime, equal_time=equal_time)
     return header + lines
