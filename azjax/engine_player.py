@@ -177,11 +177,12 @@ class EnginePlayer:
         start = self._aot(("start", *name), lambda: self._start.lower(
             self.variables, key, states, capacity=capacity, planned_simulations=planned,
             noise=self.noise, kept=kept))
-        if ("shape", *name) not in _PROGRAMS:
-            _PROGRAMS[("shape", *name)] = jax.eval_shape(functools.partial(
+        shape_key = (self.engine, "shape", *name)
+        if shape_key not in _PROGRAMS:  # the state's shapes, dtypes and static fields
+            _PROGRAMS[shape_key] = jax.eval_shape(functools.partial(
                 self.engine.start, capacity=capacity, planned_simulations=planned,
                 noise=self.noise), self.variables, key, states, kept=kept)
-        state = _PROGRAMS[("shape", *name)]
+        state = _PROGRAMS[shape_key]
         run = self._aot(("simulate", *name, chunk),
                         lambda: self._simulate.lower(self.variables, state, chunk))
         finish = self._aot(("finish", *name), lambda: self._finish.lower(state))

@@ -182,3 +182,20 @@ def test_engine_arena_keeps_trees_in_both_players(puct_agent):
                                              opening_plies=1)
     assert result.num_games == 4 and result.illegal_moves_a == result.illegal_moves_b == 0
     assert mine.simulations_per_move == theirs.simulations_per_move == SIMS
+
+
+@pytest.mark.parametrize("algorithm", ["gumbel", "puct"])
+def test_connect_four_win_in_three_is_proven_and_played_and_the_search_stops_early(algorithm):
+    """Red has two men in the middle of the bottom row (columns 3 and 4), Yellow two in column
+    7: either column 2 or column 5 makes an open three, a win in 3 plies; nothing wins in 1.
+    With the solver the shipped model's search proves the win, plays one of the two moves and
+    stops before its count; without it, it runs them all."""
+    from azjax.agent import states_from_moves
+
+    agent = Agent.load("connect_four").with_search([f"search.algorithm={algorithm}",
+                                                    "search.solver=true"])
+    states = states_from_moves(agent.env, [[2, 6, 3, 6]])
+    move = agent.player(num_simulations=2048).move(jax.random.PRNGKey(0), states)
+    assert int(move.action[0]) in (1, 4)
+    assert int(move.proven[0]) == 1  # PROVEN_WIN for the player to move
+    assert int(move.simulations[0]) < 2048

@@ -16,9 +16,12 @@ Proofs, made at each node a backup passes (`proof_step`):
 - all legal children proven: the node is proven, with the best of their scores (a draw
   when some draw and none wins; the longest loss when all lose);
 - a child proven a win in p plies, and no unproven legal child able to win sooner: an
-  unexpanded child might win in 1 ply, an expanded unfinished one in 2 at the least. So a win
-  in 1 proves the node at once, a win in 2 once every legal child is expanded, a longer one
-  once every legal child is proven. Proven plies are thus exact: the shortest win, the
+  unexpanded child might win in 1 ply, an expanded unfinished one in 3 at the least (2 where
+  the same player moves again, as in draughts' multi-jumps; `fewest_plies_to_win`). So a win
+  in 1 proves the node at once, a win in 3 once every legal child is expanded, a longer one
+  once every unproven child could only win later. The 3 assumes that no move loses at once
+  for the player who makes it (true of every game here); in a game where one can, a proven
+  win is still a win, and only its count of plies may be too long. Proven plies are thus exact: the shortest win, the
   longest resistance.
 A proven node's value (`node_values`) is its best edge's Q (reward + discount x the child's
 value, exact all the way down): +1, -1 or 0 in the game as trained, the search's utility with
@@ -56,6 +59,7 @@ from azjax.core.tree_search import node_view
 
 __all__ = [
     "PLY_SCALE",
+    "fewest_plies_to_win",
     "PROVEN_DRAW",
     "PROVEN_LOSS",
     "PROVEN_WIN",
@@ -100,8 +104,16 @@ def edge_scores(children: jax.Array, discounts: jax.Array, proven: jax.Array,
     return child_proven, jnp.where(discounts < 0, -further, further)
 
 
+def fewest_plies_to_win(children: jax.Array, discounts: jax.Array) -> jax.Array:
+    """int32 [..., A]: the fewest plies a win through each unproven edge could take: 1 through
+    an unexpanded one (its move may end the game), 2 through an expanded one where the same
+    player moves again (draughts' multi-jumps: discount +1), 3 where the other player moves."""
+    return jnp.where(children < 0, 1, jnp.where(discounts > 0, 2, 3)).astype(jnp.int32)
+
+
 def node_proof(legal: jax.Array, children: jax.Array, child_proven: jax.Array,
-               edges: jax.Array, qvalues: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+               edges: jax.Array, qvalues: jax.Array, discounts: jax.Array
+               ) -> tuple[jax.Array, jax.Array, jax.Array]:
     """Whether a node is proven by its edges (see the module docstring), and how.
 
     Args:
@@ -109,6 +121,7 @@ def node_proof(legal: jax.Array, children: jax.Array, child_proven: jax.Array,
       children: int32 [..., A], its children_index.
       child_proven, edges: `edge_scores`'s [..., A].
       qvalues: float [..., A], the edges' Q-values (the tie-break).
+      discounts: float [..., A], the edges' discounts (`fewest_plies_to_win`).
 
     Returns:
       `(proven, score, action)`: bool, int32 and int32 [...]: the best proven edge's score
@@ -120,8 +133,8 @@ def node_proof(legal: jax.Array, children: jax.Array, child_proven: jax.Array,
     action = jnp.argmax(jnp.where(scores == best[..., None], qvalues, -jnp.inf), axis=-1)
     open_edges = legal & ~child_proven
     # The fewest plies an unproven edge could still win in.
-    bound = jnp.where(jnp.any(legal & (children < 0), axis=-1), 1,
-                      jnp.where(jnp.any(open_edges, axis=-1), 2, PLY_SCALE))
+    bound = jnp.min(jnp.where(open_edges, fewest_plies_to_win(children, discounts), PLY_SCALE),
+                    axis=-1)
     won = (best > 0) & (_plies(best) <= bound)
     solved = ~jnp.any(open_edges, axis=-1) & jnp.any(legal, axis=-1)
     return won | solved, best, action.astype(jnp.int32)
@@ -171,7 +184,8 @@ def proof_step(legal_fn: Callable[[Any], jax.Array]) -> Callable:
                                           data.proven, data.score)
         qvalues = tree.qvalues(node)
         legal = legal_fn(tree.embeddings)[batch, node]
-        proven, score, action = node_proof(legal, children, child_proven, edges, qvalues)
+        proven, score, action = node_proof(legal, children, child_proven, edges, qvalues,
+                                           tree.children_discounts[batch, node])
         was = data.proven[batch, node]
         new = live & proven & ~was
         exact = qvalues[batch, action]
@@ -194,11 +208,11 @@ def proof_step(legal_fn: Callable[[Any], jax.Array]) -> Callable:
 
 
 def _candidates(legal: jax.Array, children: jax.Array, child_proven: jax.Array,
-                edges: jax.Array) -> jax.Array:
+                edges: jax.Array, discounts: jax.Array) -> jax.Array:
     """bool [A]: the children a walk may enter at an unproven node (module docstring)."""
     open_edges = legal & ~child_proven
     best = jnp.max(jnp.where(legal & child_proven, edges, _LOWEST))
-    could_win_in = jnp.where(children < 0, 1, 2)
+    could_win_in = fewest_plies_to_win(children, discounts)
     return jnp.where(best > 0, open_edges & (could_win_in < _plies(best)), open_edges)
 
 
@@ -220,7 +234,7 @@ def solver_selection(selection: Callable, legal_fn: Callable[[Any], jax.Array]) 
         child_proven, edges = edge_scores(children, tree.children_discounts[node_index],
                                           data.proven, data.score)
         candidates = _candidates(legal_fn(tree.embeddings)[node_index], children,
-                                 child_proven, edges)
+                                 child_proven, edges, tree.children_discounts[node_index])
         candidates = candidates | ~jnp.any(candidates)  # none: leave the choice alone
         view = node_view(tree, node_index)
         prior = view.children_prior_logits
@@ -251,7 +265,8 @@ def solved_action(tree: mctx.Tree, legal: jax.Array, action: jax.Array,
     child_proven, edges = edge_scores(children, tree.children_discounts[:, mctx.Tree.ROOT_INDEX],
                                       data.proven, data.score)
     qvalues = tree.qvalues(jnp.zeros_like(action))
-    _, best, best_action = node_proof(legal, children, child_proven, edges, qvalues)
+    _, best, best_action = node_proof(legal, children, child_proven, edges, qvalues,
+                                      tree.children_discounts[:, mctx.Tree.ROOT_INDEX])
     decided = data.proven[:, mctx.Tree.ROOT_INDEX] | (best > 0)
     # The best proven move that does not lose, if its exact Q is at least the chosen one's.
     safe = legal & child_proven & (edges >= 0)
