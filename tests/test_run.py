@@ -357,23 +357,25 @@ def test_cli_rejects_bad_config_in_one_line(tmp_path, override, message):
 
 
 def test_cli_reports_a_corrupt_checkpoint_and_changes_nothing(straight_run, tmp_path):
-    """A damaged checkpoint without checksums (written before they existed) is refused in one
-    line; one with checksums is skipped for the newest intact one (tests/test_integrity.py)."""
+    """Every checkpoint damaged, without checksums (written before they existed): the run
+    stops in one line naming the newest one, and changes nothing. (One damaged checkpoint is
+    passed over for an older one: tests/test_integrity.py.)"""
     run_dir, _ = straight_run
     copy = tmp_path / "run"
     subprocess.run(["cp", "-r", str(run_dir), str(copy)], check=True)
-    latest = max((p for p in (copy / "checkpoints").iterdir() if p.name.isdigit()),
-                 key=lambda p: int(p.name))
-    (latest / "checksums.json").unlink()
-    for file in (latest / "state").rglob("*"):
-        if file.is_file():
-            file.write_bytes(b"garbage")
+    steps = sorted((p for p in (copy / "checkpoints").iterdir() if p.name.isdigit()),
+                   key=lambda p: int(p.name))
+    for step in steps:
+        (step / "checksums.json").unlink()
+        for file in (step / "state").rglob("*"):
+            if file.is_file():
+                file.write_bytes(b"garbage")
     before = _tree_digest(copy)
     config = _write_config(tmp_path / "tiny.yaml", _with_budget(CONFIG, 6))
     out = _cli("train", str(config), "--run-dir", str(copy))
     assert out.returncode == 2, out.stderr
-    assert out.stderr.startswith("error: checkpoint") and "corrupt" in out.stderr
-    assert "Older checkpoints: 2; to resume from 2, move" in out.stderr  # what to do about it
+    assert out.stderr.startswith(f"error: checkpoint {steps[-1]} is corrupt")
+    assert "; no checkpoint is intact (the older ones, " in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1
     assert _tree_digest(copy) == before
 

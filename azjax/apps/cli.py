@@ -251,8 +251,8 @@ def evaluate(
     against_movetime: Annotated[float | None, typer.Option(
         help="Seconds per move of the agent opponents (default: --movetime)")] = None,
     equal_time: Annotated[bool, typer.Option(
-        "--equal-time", help="In each arena the agent thinks, on each move, as long as the "
-                             "opponent took per move so far: equal time against alphabeta:D "
+        "--equal-time", help="In each arena the agent thinks, on each ply, as long as the "
+                             "opponent took on that ply: equal time against alphabeta:D "
                              "and mcts:N, whatever the machine")] = False,
     seed: Annotated[int, typer.Option()] = 0,
     opening_plies: Annotated[int | None, typer.Option(

@@ -19,10 +19,10 @@ Proofs, made at each node a backup passes (`proof_step`):
   unexpanded child might win in 1 ply, an expanded unfinished one in 3 at the least (2 where
   the same player moves again, as in draughts' multi-jumps; `fewest_plies_to_win`). So a win
   in 1 proves the node at once, a win in 3 once every legal child is expanded, a longer one
-  once every unproven child could only win later. The 3 assumes that no move loses at once
-  for the player who makes it (true of every game here); in a game where one can, a proven
-  win is still a win, and only its count of plies may be too long. Proven plies are thus exact: the shortest win, the
-  longest resistance.
+  once every unproven child could only win later. Proven plies are thus exact: the shortest
+  win, the longest resistance. The 3 assumes that no move loses at once for the player who
+  makes it (true of every game here); in a game where one can, a proven win is still a win,
+  and only its count of plies may be too long.
 A proven node's value (`node_values`) is its best edge's Q (reward + discount x the child's
 value, exact all the way down): +1, -1 or 0 in the game as trained, the search's utility with
 contempt or material utility. Ties between equal scores go to the higher Q, then to the lower

@@ -66,10 +66,12 @@ class _Side:
         self.engine = isinstance(player, EnginePlayer)
         self.act = None if self.engine else jax.jit(player)
         self.moves, self.seconds, self.simulations, self.counted = 0, 0.0, 0.0, 0
+        self.last_seconds = 0.0  # the last move's
 
     def move(self, key: jax.Array, states: Any, turn: np.ndarray) -> jax.Array:
         if self.engine:
             move = self.player.move(key, states)
+            self.last_seconds = move.seconds
             self.seconds += move.seconds
             self.simulations += float(np.sum(move.simulations[turn]))
             self.counted += int(np.sum(turn))
@@ -79,7 +81,8 @@ class _Side:
                 jax.block_until_ready(self.act(key, states))
             began = time.perf_counter()
             action = jax.block_until_ready(self.act(key, states))
-            self.seconds += time.perf_counter() - began
+            self.last_seconds = time.perf_counter() - began
+            self.seconds += self.last_seconds
         self.moves += 1
         return action.astype(jnp.int32)
 
@@ -112,9 +115,9 @@ def play_engine_arena(env: Env, player_a: EnginePlayer | Player,
       max_steps: the ply limit (default `default_max_steps`); games still running are draws.
       opening_plies: random paired opening plies (`run_arena`).
       progress: called as `progress(finished_games, plies)` after every ply.
-      equal_time: A (an `EnginePlayer`) thinks, on each move, as long as B took per move so
-        far (B moves first in each ply; A's own movetime until B has moved): equal time
-        against an opponent of fixed depth or count, whatever the machine.
+      equal_time: A (an `EnginePlayer`) thinks, on each ply, as long as B took on that ply
+        (B moves first in each ply; on a ply where B has no game to move, A keeps the last
+        time): equal time against an opponent of fixed depth or count, whatever the machine.
 
     Returns:
       (A's `ArenaResult`, A's `PlayerStats`, B's `PlayerStats`).
@@ -140,8 +143,8 @@ def play_engine_arena(env: Env, player_a: EnginePlayer | Player,
         key_a, key_b = ply_keys(key, num_games, jnp.int32(t))
         thinking = t >= opening_plies
         act_b = sides[1].move(key_b, states, b_turn) if b_turn.any() and thinking else no_moves
-        if equal_time and sides[1].moves:
-            player_a.movetime = sides[1].seconds / sides[1].moves
+        if equal_time and b_turn.any() and thinking:
+            player_a.movetime = max(sides[1].last_seconds, 1e-3)  # B's time on this very ply
         act_a = sides[0].move(key_a, states, a_turn) if a_turn.any() and thinking else no_moves
         states, action, bad_a, bad_b = settle(states, jnp.int32(t), a_id, act_a, act_b,
                                               opening, bad_a, bad_b)

@@ -67,8 +67,8 @@ def measure_agent(agent: Agent, *, against: list[str], oracle: str | None, games
       opponent_movetime: an agent opponent's seconds per move; when only one of the two
         times is given, both players get it (equal time). Baselines keep their fixed
         depth or rollouts; their seconds per move are reported beside.
-      equal_time: in each arena the agent thinks, on each move, as long as the opponent took
-        per move so far (`play_engine_arena`): equal time against baselines of fixed depth.
+      equal_time: in each arena the agent thinks, on each ply, as long as the opponent took
+        on that ply (`play_engine_arena`): equal time against baselines of fixed depth.
 
     With a time per move, or a model that keeps its tree between moves (`search.tree_reuse`),
     the arenas are played ply by ply from the host (`azjax.evaluation.engine_arena`) and
