@@ -164,7 +164,7 @@ class EnginePlayer:
         ran = int(np.max(simulations))
         if ran and seconds > 0:
             self._rate = ran / seconds
-        self._last = state
+        self._last = state if self.keep_tree else None  # the trees `played` moves on
         return Move(np.asarray(output.action), output, np.asarray(simulations), seconds,
                     np.asarray(proven) if self.engine.config.solver else None)
 
