@@ -30,13 +30,18 @@ import numpy as np
 
 from azjax.core import solver
 
-__all__ = ["EnginePlayer", "Move", "timed_capacity"]
+__all__ = ["EnginePlayer", "Move", "now", "timed_capacity"]
 
 # A timed search's tree holds at most this many nodes per game, and the trees of a batch at
 # most `_TREE_BYTES` together; `timed_capacity` takes the smaller.
 MAX_TIMED_NODES = 16_384
 _TREE_BYTES = 1 << 30
 _CHUNKS_PER_MOVE = 16  # a timed move runs about this many chunks: the overshoot is ~1/16
+
+
+def now() -> float:
+    """The clock players read by default: `time.perf_counter`'s seconds."""
+    return time.perf_counter()
 
 
 def timed_capacity(batch: int, node_bytes: int, *, max_nodes: int = MAX_TIMED_NODES) -> int:
@@ -122,13 +127,13 @@ class EnginePlayer:
         `timed_capacity` with a clock).
       chunk: simulations per compiled call with a clock (default: about a sixteenth of what a
         move reaches, from the measured speed).
-      clock: seconds since some start (for tests; `time.perf_counter`).
+      clock: seconds since some start (default `now`, read at each move).
     """
 
     def __init__(self, engine: Any, variables: Any, *, num_simulations: int,
                  movetime: float | None = None, keep_tree: bool = False, noise: bool = False,
                  capacity: int | None = None, chunk: int | None = None,
-                 clock: Callable[[], float] = time.perf_counter):
+                 clock: Callable[[], float] | None = None):
         if num_simulations < 1:
             raise ValueError(f"num_simulations must be >= 1, got {num_simulations}")
         if movetime is not None and not (math.isfinite(movetime) and movetime > 0):
@@ -136,7 +141,7 @@ class EnginePlayer:
         self.engine, self.variables = engine, variables
         self.num_simulations, self.movetime = int(num_simulations), movetime
         self.keep_tree, self.noise = keep_tree, noise
-        self._capacity, self._chunk, self._clock = capacity, chunk, clock
+        self._capacity, self._chunk, self._given_clock = capacity, chunk, clock
         self._start, self._simulate, self._finish, self._advance = _compiled_pieces(engine)
         self._kept: Any = None  # the trees the next search starts from
         self._last: Any = None  # the last search's state, until `played` moves it on
@@ -151,16 +156,17 @@ class EnginePlayer:
         kept = self._kept if self.keep_tree else None
         chunk = self._chunk_size(planned)
         start, run, finish = self._programs(key, states, kept, capacity, planned, chunk)
-        began = self._clock()  # every program is compiled: from here on, thinking
+        clock = self._given_clock or now
+        began = clock()  # every program is compiled: from here on, thinking
         state = start(self.variables, key, states, kept=kept)
         while True:
             state, over = run(self.variables, state)
             if bool(over):  # every plan run (a fixed count ends here), tree full or proven
                 break
-            if self.movetime is not None and self._clock() - began >= self.movetime:
+            if self.movetime is not None and clock() - began >= self.movetime:
                 break
         output, simulations, proven = jax.device_get(finish(state))
-        seconds = self._clock() - began
+        seconds = clock() - began
         ran = int(np.max(simulations))
         if ran and seconds > 0:
             self._rate = ran / seconds

@@ -2,8 +2,8 @@
 the commands and API that offer them. The search itself (chunks, kept trees, proven results)
 is checked in tests/test_search_engine.py; here, what is built on it.
 
-No test reads the wall clock's verdict: a clock's budget is checked with a fake clock that
-moves a fixed step per reading, so the count of chunks a move runs is exact.
+No test reads the wall clock: every player here reads a fake clock that moves a fixed step per
+reading (`fake_clock`), so the chunks a timed move runs are the same on any machine.
 """
 
 from __future__ import annotations
@@ -21,14 +21,23 @@ from typer.testing import CliRunner
 from azjax.agent import Agent
 from azjax.apps.cli import app
 from azjax.apps.serve import GameService
+from azjax.engine_player import EnginePlayer
 from azjax.evaluation.arena import play_arena
 from azjax.evaluation.baselines import greedy_player
 from azjax.evaluation.engine_arena import play_engine_arena
-from azjax.engine_player import EnginePlayer
 from azjax.evaluation.players import search_player
 
 RUNNER = CliRunner(env={"AZJAX_COMPILATION_CACHE": str(REPO_ROOT / ".jax_cache")})
 SIMS = 8
+
+
+@pytest.fixture(autouse=True)
+def fake_clock(monkeypatch):
+    """Players' default clock, moving 1 s per reading: a move on a clock of under 1 s runs
+    exactly one chunk, whatever the machine's speed."""
+    from azjax import engine_player
+
+    monkeypatch.setattr(engine_player, "now", FakeClock(1.0))
 
 
 @pytest.fixture(scope="module")
