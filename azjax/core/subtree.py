@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 import mctx
 
-__all__ = ["in_subtree", "move_nodes", "resize", "resize_nodes", "subtree"]
+__all__ = ["in_subtree", "map_nodes", "move_nodes", "resize", "resize_nodes", "subtree"]
 
 Tree = mctx.Tree
 
@@ -39,6 +39,24 @@ def move_nodes(x: jax.Array, new_index: jax.Array, fill) -> jax.Array:
     slots nothing moves to hold `fill`."""
     batch = jnp.arange(x.shape[0])[:, None]
     return jnp.full_like(x, fill).at[batch, new_index].set(x, mode="drop")
+
+
+# The per-node arrays of `mctx.Tree` ([B, N, ...], embeddings aside) and what an empty node
+# holds in each: no parent, no child, else 0.
+_NODE_ARRAYS = ("node_visits", "raw_values", "node_values", "parents", "action_from_parent",
+                "children_index", "children_prior_logits", "children_visits",
+                "children_rewards", "children_discounts", "children_values")
+_EMPTY = {"parents": Tree.NO_PARENT, "action_from_parent": Tree.NO_PARENT,
+          "children_index": Tree.UNVISITED}
+
+
+def map_nodes(tree: Tree, fn, **arrays: jax.Array) -> Tree:
+    """`fn(x, fill)` applied to every per-node array `x` [B, N, ...] of `tree`, embeddings
+    included, `fill` being what an empty node holds there; `arrays` name replacements for
+    some of them, used in their place. `root_invalid_actions` and `extra_data` stay."""
+    mapped = {name: fn(arrays.get(name, getattr(tree, name)), _EMPTY.get(name, 0))
+              for name in _NODE_ARRAYS}
+    return tree.replace(**mapped, embeddings=jax.tree.map(lambda x: fn(x, 0), tree.embeddings))
 
 
 def _renumber(index: jax.Array, new_index: jax.Array) -> jax.Array:
@@ -70,26 +88,11 @@ def subtree(tree: Tree, root: jax.Array) -> tuple[Tree, jax.Array, jax.Array]:
     inside = in_subtree(tree.parents, root)
     new_index = jnp.where(inside, jnp.cumsum(inside, axis=1) - 1, num_nodes)
     is_root = jnp.arange(num_nodes)[None] == root[:, None]
-
-    def move(x, fill=0):
-        return move_nodes(x, new_index, fill)
-
-    tree = tree.replace(
-        node_visits=move(tree.node_visits),
-        raw_values=move(tree.raw_values),
-        node_values=move(tree.node_values),
-        parents=move(jnp.where(is_root, Tree.NO_PARENT, _renumber(tree.parents, new_index)),
-                     Tree.NO_PARENT),
-        action_from_parent=move(jnp.where(is_root, Tree.NO_PARENT, tree.action_from_parent),
-                                Tree.NO_PARENT),
-        children_index=move(_renumber(tree.children_index, new_index), Tree.UNVISITED),
-        children_prior_logits=move(tree.children_prior_logits),
-        children_visits=move(tree.children_visits),
-        children_rewards=move(tree.children_rewards),
-        children_discounts=move(tree.children_discounts),
-        children_values=move(tree.children_values),
-        embeddings=jax.tree.map(move, tree.embeddings),
-    )
+    tree = map_nodes(
+        tree, lambda x, fill: move_nodes(x, new_index, fill),
+        parents=jnp.where(is_root, Tree.NO_PARENT, _renumber(tree.parents, new_index)),
+        action_from_parent=jnp.where(is_root, Tree.NO_PARENT, tree.action_from_parent),
+        children_index=_renumber(tree.children_index, new_index))
     return tree, jnp.sum(inside, axis=1).astype(jnp.int32), new_index
 
 
@@ -107,19 +110,4 @@ def resize(tree: Tree, capacity: int) -> Tree:
     is."""
     if tree.node_visits.shape[1] == capacity:
         return tree
-
-    def size(x, fill=0):
-        return resize_nodes(x, capacity, fill)
-
-    return tree.replace(
-        node_visits=size(tree.node_visits), raw_values=size(tree.raw_values),
-        node_values=size(tree.node_values), parents=size(tree.parents, Tree.NO_PARENT),
-        action_from_parent=size(tree.action_from_parent, Tree.NO_PARENT),
-        children_index=size(tree.children_index, Tree.UNVISITED),
-        children_prior_logits=size(tree.children_prior_logits),
-        children_visits=size(tree.children_visits),
-        children_rewards=size(tree.children_rewards),
-        children_discounts=size(tree.children_discounts),
-        children_values=size(tree.children_values),
-        embeddings=jax.tree.map(size, tree.embeddings),
-    )
+    return map_nodes(tree, lambda x, fill: resize_nodes(x, capacity, fill))
