@@ -76,6 +76,14 @@ def _check_metrics_whole(run_dir: Path) -> list[int]:
     return [r["iteration"] for r in records if "loss" in r]
 
 
+def _failed_training(config_path: Path, run_dir: Path) -> str:
+    """`azjax train` of the config in `run_dir`, which must fail: its one error line."""
+    out = RUNNER.invoke(app, ["train", str(config_path), "--run-dir", str(run_dir),
+                              "--no-progress"])
+    assert out.exit_code == 2
+    return _one_error_line(out)
+
+
 def _one_error_line(result) -> str:
     """The one line a failed command printed on standard error."""
     lines = result.stderr.strip().splitlines()
@@ -198,10 +206,7 @@ def test_a_full_disk_while_checkpointing_is_one_line_and_keeps_the_last_checkpoi
             raise ValueError("save failed") from error
 
     monkeypatch.setattr(RunCheckpointer, "save", save)
-    out = RUNNER.invoke(app, ["train", str(config_path), "--run-dir", str(run_dir),
-                              "--no-progress"])
-    assert out.exit_code == 2
-    assert _one_error_line(out) == (
+    assert _failed_training(config_path, run_dir) == (
         f"error: could not write checkpoint {run_dir.absolute()}/checkpoints/5: No space left "
         f"on device; the last checkpoint (iteration 1) stands: the same command resumes "
         f"from it")
@@ -225,10 +230,7 @@ def test_a_full_disk_while_logging_is_one_line_and_leaves_no_partial_record(
         return real_write(file, data)
 
     monkeypatch.setattr(metrics_module, "_write", write)
-    out = RUNNER.invoke(app, ["train", str(config_path), "--run-dir", str(run_dir),
-                              "--no-progress"])
-    assert out.exit_code == 2
-    assert _one_error_line(out) == (
+    assert _failed_training(config_path, run_dir) == (
         f"error: {run_dir}/metrics.jsonl: No space left on device; the last checkpoint "
         f"(iteration 1) stands: the same command resumes from it")
     assert _check_metrics_whole(run_dir) == [1, 2]
@@ -311,10 +313,7 @@ def test_a_read_only_run_dir_is_one_line_and_changes_nothing(reference, tmp_path
     config_path, _ = reference
     fresh = tmp_path / "read_only" / "run"
     _read_only(monkeypatch, tmp_path / "read_only")
-    out = RUNNER.invoke(app, ["train", str(config_path), "--run-dir", str(fresh),
-                              "--no-progress"])
-    assert out.exit_code == 2
-    assert _one_error_line(out).endswith(": Read-only file system")
+    assert _failed_training(config_path, fresh).endswith(": Read-only file system")
     assert not (tmp_path / "read_only").exists()
     monkeypatch.undo()
 
@@ -327,10 +326,7 @@ def test_a_read_only_run_dir_is_one_line_and_changes_nothing(reference, tmp_path
                                "--no-progress"]).exit_code == 0
     before = {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()}
     _read_only(monkeypatch, run_dir)
-    out = RUNNER.invoke(app, ["train", str(config_path), "--run-dir", str(run_dir),
-                              "--no-progress"])
-    assert out.exit_code == 2
-    line = _one_error_line(out)  # the first file the resume writes
+    line = _failed_training(config_path, run_dir)  # the first file the resume writes
     assert line.startswith(f"error: {run_dir}/") and line.endswith(": Read-only file system")
     monkeypatch.undo()
     assert {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()} == before
