@@ -19,6 +19,7 @@ Shape legend: B games.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 from collections.abc import Callable
 from typing import Any
@@ -159,13 +160,17 @@ def play_engine_arena(env: Env, player_a: EnginePlayer | Player,
     return result, sides[0].stats(), sides[1].stats()
 
 
+_arena_start_jit = jax.jit(arena_start, static_argnums=(1, 2, 4, 5))
+
+
 def _start(key: jax.Array, env: Env, num_games: int, opening_plies: int):
-    return jax.jit(arena_start, static_argnums=(1, 2, 4, 5))(
-        key, env, num_games, 0, num_games, opening_plies, None)
+    """The arena's starts, colours and opening (`arena_start`), compiled once per shape."""
+    return _arena_start_jit(key, env, num_games, 0, num_games, opening_plies, None)
 
 
+@functools.cache
 def _settle(env: Env) -> Callable:
-    """`settle_ply` for `env`, compiled (the opening's plies count is static)."""
+    """`settle_ply` for `env`, compiled once per game (its arenas share it)."""
 
     def settle(states, t, a_id, act_a, act_b, opening, bad_a, bad_b):
         return settle_ply(env, states, t, a_id, act_a, act_b, opening, bad_a, bad_b)
