@@ -45,6 +45,7 @@ __all__ = [
     "CheckpointError",
     "MODEL_FORMAT_VERSION",
     "STORAGE_DTYPES",
+    "check_rules",
     "load_model",
     "save_model",
     "snapshot_dirs",
@@ -62,6 +63,29 @@ _CHECKSUMS_SCRATCH = ".checksums-"  # the prefix of a checksums file being writt
 
 class CheckpointError(RuntimeError):
     """A checkpoint or model that is missing, corrupt or does not fit the run."""
+
+
+def check_rules(recorded: str | None, env: Any, spec: str, what: str | Path) -> None:
+    """Refuses a model or run trained under other rules than its game plays here.
+
+    Args:
+      recorded: the rules `what` records (`Env.rules` when it was saved); None when it records
+        none.
+      env: the game its spec makes now.
+      spec: that spec, for the message.
+      what: the model or run directory, for the message.
+
+    Raises:
+      CheckpointError: one line, when the rules differ, or when `what` records none and the
+        game has variants (it was saved before rules were recorded: which it learnt is unknown).
+    """
+    if recorded == env.rules or (recorded is None and not env.rules):
+        return
+    learnt = ("records no rules (saved before rules were recorded)" if recorded is None
+              else f"was trained under the rules {recorded!r}")
+    raise CheckpointError(f"{what} {learnt}, but its game {spec!r} plays the rules "
+                          f"{env.rules!r} here; a model plays only the rules it learnt (a "
+                          f"game's spec can name them, as draughts(draw_rule='openspiel') does)")
 
 
 def snapshot_dirs(run_dir: str | Path) -> list[Path]:
@@ -203,7 +227,8 @@ def save_model(directory: str | Path, params: Any, config: ExperimentConfig,
                               jax.tree.map(np.asarray, jax.device_get(params)))
         (tmp / _PARAMS_FILE).write_bytes(serialization.to_bytes(stored))
         meta = {"format_version": MODEL_FORMAT_VERSION, "game": config.game,
-                "config": config_to_dict(config), **(extra or {})}
+                "rules": _game_rules(config.game), "config": config_to_dict(config),
+                **(extra or {})}
         if storage_dtype != "float32":
             meta["storage_dtype"] = storage_dtype
         (tmp / _MODEL_JSON).write_text(json.dumps(meta, indent=2) + "\n")
@@ -221,6 +246,13 @@ def save_model(directory: str | Path, params: Any, config: ExperimentConfig,
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
     return directory
+
+
+def _game_rules(spec: str) -> str:
+    """The rules of a game made in this process (`Env.rules`)."""
+    from azjax import envs
+
+    return envs.make(spec).rules
 
 
 def _check_leaf(value, spec) -> None:
@@ -260,6 +292,7 @@ def load_model(directory: str | Path, *, trust_game: bool = False
     meta = _read_meta(meta_path)
     config = _saved_config(meta, meta_path, trusted=trust_game)
     env = envs.make(config.game)
+    check_rules(meta.get("rules"), env, config.game, directory)
     # Shapes only (no initialisation work): the stored arrays fill the template.
     template = jax.eval_shape(lambda: init_network(
         config.network, env.num_actions, env.observation_shape, jax.random.PRNGKey(0)))["params"]

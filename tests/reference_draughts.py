@@ -15,8 +15,10 @@ search at the start of each turn. The rules:
 - a man that reaches the far row becomes a king and the move ends there;
 - a player with no legal move loses;
 - draws: `draw_rule="openspiel"` counts consecutive moves without a capture (a capture resets
-  it) and draws at 40; `"forty_move"` counts moves with neither a capture nor a man's move and
-  draws at 80 (40 by each side). The draw comes first: reaching the count is a draw even if the
+  it) and draws at 40; `"laws"` counts moves with neither a capture nor a man's move and
+  draws at 80 (40 by each side), and also draws when a move makes a position (the pieces and
+  the side to move) stand for the third time in the game: every position of the game is
+  counted, from the first. The draw comes first: reaching the count is a draw even if the
   next player could not move. (The count is reset as soon as a capture is made, so in the
   middle of a multi-jump it is already 0.)
 
@@ -48,9 +50,11 @@ _ENEMIES = {"b": ("w", "W"), "B": ("w", "W"), "w": ("b", "B"), "W": ("b", "B")}
 class RefDraughts:
     """One game of English draughts, played hop by hop."""
 
-    def __init__(self, draw_rule: str = "openspiel") -> None:
-        self.limit = {"openspiel": 40, "forty_move": 80}[draw_rule]
-        self.forty_move = draw_rule == "forty_move"
+    def __init__(self, draw_rule: str = "laws") -> None:
+        self.limit = {"openspiel": 40, "laws": 80}[draw_rule]
+        self.laws = draw_rule == "laws"
+        self.seen: dict[tuple, int] = {}  # position (grid, side to move) -> times it stood
+        self.repeated = False  # the last move made a position stand for the third time
         self.grid: list[list[str | None]] = [[None] * 8 for _ in range(8)]
         for (r, c), number in SQUARE_OF.items():
             if number <= 12:
@@ -65,10 +69,11 @@ class RefDraughts:
         self.man_moved = False  # whether this turn's piece was a man when it started
         self._hops: set[str] | None = None  # cache of hops()
         self.moves = self._whole_moves()
+        self._count_position()
 
     @classmethod
     def from_position(cls, pieces: dict[int, str], to_move: int,
-                      draw_rule: str = "openspiel", count: int = 0) -> RefDraughts:
+                      draw_rule: str = "laws", count: int = 0) -> RefDraughts:
         """A game from a position: {PDN square: letter}; the player to move starts a turn."""
         game = cls(draw_rule)
         game.grid = [[None] * 8 for _ in range(8)]
@@ -77,6 +82,8 @@ class RefDraughts:
             game.grid[r][c] = letter
         game.to_move, game.count = to_move, count
         game.moves, game._hops = game._whole_moves(), None
+        game.seen = {}
+        game._count_position()
         game._check_end()
         return game
 
@@ -178,14 +185,20 @@ class RefDraughts:
         if self.path not in self.moves:  # the capture goes on
             return (0.0, 0.0)
         if not jump:
-            self.count = 0 if self.forty_move and self.man_moved else self.count + 1
+            self.count = 0 if self.laws and self.man_moved else self.count + 1
         self.to_move = 1 - mover
         self.path = []
         self.moves = self._whole_moves()
+        self._count_position()
         return self._check_end()
 
+    def _count_position(self) -> None:
+        key = (tuple(tuple(row) for row in self.grid), self.to_move)
+        self.seen[key] = self.seen.get(key, 0) + 1
+        self.repeated = self.laws and self.seen[key] >= 3
+
     def _check_end(self) -> tuple[float, float]:
-        if self.count >= self.limit:
+        if self.count >= self.limit or self.repeated:
             self.over = True
         elif not self.moves:
             self.over, self.winner = True, 1 - self.to_move

@@ -240,7 +240,9 @@ def test_opponent_names():
     for bad in ("alphabeta:0", "alphabeta:x", "alphabeta:"):
         with pytest.raises(ValueError, match="alphabeta opponent needs a depth"):
             make_opponent(DRAUGHTS, bad)
-    assert anchor_name(DRAUGHTS, 6) == "alphabeta:6 (engine 1, draughts-1)"
+    assert anchor_name(DRAUGHTS, 6) == "alphabeta:6 (engine 1, draughts-laws-1)"
+    openspiel_rules = Draughts(draw_rule="openspiel")  # the shipped model's: its anchors'
+    assert anchor_name(openspiel_rules, 6) == "alphabeta:6 (engine 1, draughts-1)"
     assert anchor_name(TTT, 2).endswith("terminal-only)")
 
 

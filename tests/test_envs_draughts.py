@@ -18,8 +18,8 @@ from azjax import envs
 from azjax.envs.core import random_positions
 from azjax.envs.draughts import Draughts, action_to_openspiel, openspiel_to_action
 
-ENV = envs.make("draughts")
-FORTY = Draughts(draw_rule="forty_move")
+ENV = envs.make("draughts")  # the laws' rules
+OPENSPIEL = Draughts(draw_rule="openspiel")
 DIRECTIONS = ((-1, -1), (-1, 1), (1, -1), (1, 1))  # up-left, up-right, down-left, down-right
 
 
@@ -132,32 +132,62 @@ def test_a_player_with_no_legal_move_loses():
 
 
 def test_openspiel_draw_rule_counts_actions_without_a_capture():
-    assert int(play("B:WK32:B1", ["1-5"], counter=5)[1].counter) == 6  # a man's move counts
-    states = play("B:WK32:BK1", ["1-5"], counter=38)
+    env = OPENSPIEL
+    assert int(play("B:WK32:B1", ["1-5"], env=env, counter=5)[1].counter) == 6  # a man's too
+    states = play("B:WK32:BK1", ["1-5"], env=env, counter=38)
     assert not bool(states[1].terminated) and int(states[1].counter) == 39
-    states = play("B:WK32:BK1", ["1-5"], counter=39)
+    states = play("B:WK32:BK1", ["1-5"], env=env, counter=39)
     assert bool(states[1].terminated) and states[1].rewards.tolist() == [0.0, 0.0]
-    assert "draw" in ENV.render(states[1])
+    assert "draw" in env.render(states[1])
     # A capture resets the counter.
-    states = play("B:WK6,K32:BK1", ["1x10"], counter=39)
+    states = play("B:WK6,K32:BK1", ["1x10"], env=env, counter=39)
     assert not bool(states[1].terminated) and int(states[1].counter) == 0
     # The draw comes first, even when the next player could not move.
-    states = play("B:W29:B21,22", ["21-25"], counter=39)
+    states = play("B:W29:B21,22", ["21-25"], env=env, counter=39)
     assert bool(states[1].terminated) and states[1].rewards.tolist() == [0.0, 0.0]
+    # No repetition rule: the same position a fourth time goes on.
+    shuffle = ["1-5", "32-28", "5-1", "28-32"] * 3
+    assert not bool(play("B:WK32:BK1", shuffle, env=env)[-1].terminated)
+    assert env.history_length == 0
 
 
 def test_forty_move_rule_counts_king_moves_without_a_capture():
-    states = play("B:WK32:BK1", ["1-5"], env=FORTY, counter=79)
+    states = play("B:WK32:BK1", ["1-5"], counter=79)
     assert bool(states[1].terminated) and states[1].rewards.tolist() == [0.0, 0.0]
-    states = play("B:WK32:BK1", ["1-5"], env=FORTY, counter=39)
+    assert "draw" in ENV.render(states[1])
+    states = play("B:WK32:BK1", ["1-5"], counter=39)
     assert not bool(states[1].terminated) and int(states[1].counter) == 40
-    states = play("B:WK32:B1,K2", ["1-5"], env=FORTY, counter=79)  # a man's move resets
+    states = play("B:WK32:B1,K2", ["1-5"], counter=79)  # a man's move resets
     assert not bool(states[1].terminated) and int(states[1].counter) == 0
-    states = play("B:WK6,K32:BK1", ["1x10"], env=FORTY, counter=79)  # so does a capture
+    states = play("B:WK6,K32:BK1", ["1x10"], counter=79)  # so does a capture
     assert not bool(states[1].terminated) and int(states[1].counter) == 0
-    assert (ENV.max_game_length, FORTY.max_game_length) == (960, 15360)
+    # The draw comes first, even when the next player could not move.
+    states = play("B:W29:B21,K22", ["22-18"], counter=79)
+    assert bool(states[1].terminated) and states[1].rewards.tolist() == [0.0, 0.0]
+    assert (OPENSPIEL.max_game_length, ENV.max_game_length) == (960, 15360)
     with pytest.raises(ValueError, match="draw_rule"):
         Draughts(draw_rule="fifty_move")
+
+
+def test_threefold_repetition_draws():
+    # Black's king and White's go to and fro: the start stands again after 4 moves and 8.
+    shuffle = ["1-5", "32-28", "5-1", "28-32"]
+    states = play("B:WK32:BK1", shuffle * 2)
+    assert [int(s.repeats) for s in states] == [0, 0, 0, 0, 1, 1, 1, 1, 2]
+    assert [bool(s.terminated) for s in states] == [False] * 8 + [True]
+    assert states[-1].rewards.tolist() == [0.0, 0.0] and int(states[-1].counter) == 8
+    assert "draw" in ENV.render(states[-1]) and "stood 3 times" in ENV.render(states[-1])
+    # Not necessarily in a row: a detour between the second and third time still draws.
+    detour = shuffle + ["1-6", "32-27", "6-1", "27-32"]
+    states = play("B:WK32:BK1", detour)
+    assert int(states[-1].repeats) == 2 and bool(states[-1].terminated)
+    # A man's move starts a new count: the positions after it stand once, twice, then draw.
+    white_shuffle = ["32-28", "1-5", "28-32", "5-1"]
+    states = play("B:WK32:BK1,12", shuffle + ["12-16"] + white_shuffle * 2)
+    assert [int(states[i].repeats) for i in (4, 5, 9, 13)] == [1, 0, 1, 2]
+    assert [bool(s.terminated) for s in states].index(True) == len(states) - 1
+    # A position set up from a FEN has no earlier positions.
+    assert int(ENV.from_fen("B:WK32:BK1").repeats) == 0
 
 
 # ---- action encoding, OpenSpiel and notation -----------------------------------------------
@@ -283,7 +313,7 @@ def test_render_shows_pdn_squares_pieces_and_status():
     assert lines[0].split() == ["b"] * 4 + ["1", "2", "3", "4"]
     assert lines[3].split() == ["."] * 4 + ["13", "14", "15", "16"]
     assert lines[7].split() == ["w"] * 4 + ["29", "30", "31", "32"]
-    assert "Black (b) to move." in text and "Draw counter: 0/40" in text
+    assert "Black (b) to move." in text and "Draw counter: 0/80 (laws)" in text
     mid = _step(ENV)(ENV.from_fen("B:W9,10,18,19,30:B5,6"),
                      jnp.int32(ENV.str_to_action("6x15")))
     assert "goes on with the piece on 15" in ENV.render(mid)
@@ -317,16 +347,20 @@ def test_material_counts_men_and_kings_per_player():
 
 def test_observation_planes_from_the_movers_view():
     mid = _step(ENV)(ENV.from_fen("W:B9,10,K30:W23,24,K31", counter=3),
-                     jnp.int32(ENV.str_to_action("23-19")))
+                     jnp.int32(ENV.str_to_action("31-27")))
     obs = np.asarray(ENV.observe(mid))
-    assert obs.shape == (8, 8, 7) and obs.dtype == np.float32
+    assert obs.shape == (8, 8, 8) and obs.dtype == np.float32
 
     def cells(plane):
         return sorted(SQUARE_OF[(int(r), int(c))] for r, c in np.argwhere(obs[..., plane]))
 
     # Black to move: "mine" = Black's.
-    assert (cells(0), cells(1), cells(2), cells(3)) == ([9, 10], [30], [19, 24], [31])
-    assert cells(4) == [] and (obs[..., 5] == 0).all() and np.allclose(obs[..., 6], 4 / 40)
+    assert (cells(0), cells(1), cells(2), cells(3)) == ([9, 10], [30], [23, 24], [27])
+    assert cells(4) == [] and (obs[..., 5] == 0).all() and np.allclose(obs[..., 6], 4 / 80)
+    assert (obs[..., 7] == 0).all()  # the repetitions: the position stood never before
+    shuffled = play("B:WK32:BK1", ["1-5", "32-28", "5-1", "28-32"])[-1]
+    assert (np.asarray(ENV.observe(shuffled))[..., 7] == 0.5).all()  # once before
+    assert OPENSPIEL.observation_shape == (8, 8, 7)
     obs = np.asarray(ENV.observe(ENV.from_fen("W:B9,10,K30:W23,24,K31")))  # White to move
     assert (cells(0), cells(1), cells(2), cells(3)) == ([23, 24], [31], [9, 10], [30])
     assert (obs[..., 5] == 1).all() and (obs[..., 6] == 0).all()
@@ -349,7 +383,7 @@ def _turned_fen(fen: str) -> str:
 
 
 def test_symmetry_is_the_turn_with_colours_swapped():
-    perm = np.asarray(ENV.symmetries(jnp.zeros((8, 8, 7)), jnp.arange(170.0))[1]).astype(int)
+    perm = np.asarray(ENV.symmetries(jnp.zeros((8, 8, 8)), jnp.arange(170.0))[1]).astype(int)
     assert perm[0].tolist() == list(range(170))
     for action in range(170):  # the policy of copy 1 at a = the input's at turn(a)
         f, sep, t = re.split("([-x])", ENV.action_to_str(perm[1, action]))
@@ -438,7 +472,7 @@ def _plane_squares(obs: np.ndarray, plane: int) -> set[int]:
 def test_tactics_planes_on_a_hand_built_position():
     # White's man on 18 blocks Black's 9x14 and White's king's 27x23; Black's king takes 27.
     obs = np.asarray(TACTICS.observe(TACTICS.from_fen("B:W14,15,18,K27:B9,10,K23")))
-    assert obs.shape == (8, 8, 11) and TACTICS.observation_shape == (8, 8, 11)
+    assert obs.shape == (8, 8, 12) and TACTICS.observation_shape == (8, 8, 12)
     assert [_plane_squares(obs, p) for p in range(7, 11)] == [{10, 23}, {14, 15, 27}, {14, 15},
                                                              {9, 10}]
     obs = np.asarray(TACTICS.observe(TACTICS.from_fen("W:W14,15,18,K27:B9,10,K23")))
@@ -461,7 +495,9 @@ def test_tactics_planes_are_each_sides_first_capture_hops_per_the_reference():
             if bool(state.terminated):
                 continue
             obs = np.asarray(observe_tactics(state))
-            np.testing.assert_array_equal(obs[..., :7], np.asarray(observe_basic(state)))
+            basic = np.asarray(observe_basic(state))
+            np.testing.assert_array_equal(obs[..., :7], basic[..., :7])
+            np.testing.assert_array_equal(obs[..., 11], basic[..., 7])  # the repetitions
             fen, me = TACTICS.to_fen(state), int(state.current_player)
             mine, theirs = _first_hops(fen, me), _first_hops(fen, 1 - me)
             got = [_plane_squares(obs, p) for p in range(7, 11)]

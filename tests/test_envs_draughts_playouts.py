@@ -1,15 +1,17 @@
 """Random draughts games, step by step: our env against OpenSpiel's `checkers` and against the
 plain-Python reference (`reference_draughts.py`).
 
-5,000 random games (uniform over the legal hops) are chosen by the reference. Our env replays
-them all in one jitted `lax.scan` of a vmapped step over 1,000 lanes, each lane playing its
-games back to back, recording each state compactly (the legal mask and the observation's piece
-planes as packed bits); then at every state of every game:
+5,000 random games (uniform over the legal hops) are chosen by the reference under each draw
+rule. Our env replays them all in one jitted `lax.scan` of a vmapped step over 1,000 lanes,
+each lane playing its games back to back, recording each state compactly (the legal mask and
+the observation's piece planes as packed bits); then at every state of every game:
 - the reference and ours agree on the legal actions, the player to move, `terminated`, the
-  rewards and the observation (all 7 planes);
+  rewards and the observation (all 7 planes, and the repetitions plane under "laws");
 - OpenSpiel (one game at a time, through `action_to_openspiel`) agrees with ours on the legal
-  actions, the player to move, the end and the returns, and with the reference on the board.
-The official forty-move rule (not in OpenSpiel) is checked against the reference on 1,000 games.
+  actions, the player to move, the end and the returns, and with the reference on the board,
+  under OpenSpiel's draw rule.
+Under the laws' rules (not in OpenSpiel) the 5,000 games include forty-move draws and
+threefold repetitions, which the reference counts over the whole game, position by position.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ NUM_GAMES = 5000
 LANES = 1000  # games played back to back in each of 1,000 lockstep lanes
 NUM_ACTIONS = 170
 MASK_BYTES = (NUM_ACTIONS + 7) // 8
-ENVS = {"openspiel": envs.make("draughts"), "forty_move": Draughts(draw_rule="forty_move")}
+ENVS = {"openspiel": Draughts(draw_rule="openspiel"), "laws": envs.make("draughts")}
 # The square of each 8x8 cell by the reference's numbering (0 = light cell); the dark cells
 # in square order.
 CELL_SQUARE = np.array([SQUARE_OF.get((r, c), 0) for r in range(8) for c in range(8)])
@@ -48,7 +50,8 @@ def reference_games(draw_rule: str, num_games: int, seed: int = 0):
     bit = {hop: 1 << (8 * MASK_BYTES - 1 - a) for hop, a in hop_id.items()}
     all_true = sum(bit.values())
     rng = random.Random(seed)
-    games, masks, players, over, rewards, grids, jumpers, counts = ([] for _ in range(8))
+    games, masks, players, over, rewards, grids, jumpers, counts, repeats, repeated = (
+        [] for _ in range(10))
     start = []
     for _ in range(num_games):
         game = RefDraughts(draw_rule)
@@ -64,6 +67,10 @@ def reference_games(draw_rule: str, num_games: int, seed: int = 0):
             grids.append("".join([cell or "." for row in game.grid for cell in row]))
             jumpers.append(game.jumper() or 0)
             counts.append(game.count)
+            # times this turn's position stood before (none counted in the middle of a capture)
+            repeats.append(0 if game.path else
+                           game.seen[(tuple(map(tuple, game.grid)), game.to_move)] - 1)
+            repeated.append(game.repeated)
             if game.over:
                 break
             hop = rng.choice(sorted(hops))
@@ -75,16 +82,17 @@ def reference_games(draw_rule: str, num_games: int, seed: int = 0):
                               np.uint8).reshape(-1, MASK_BYTES),
         "player": np.array(players), "terminated": np.array(over),
         "rewards": np.array(rewards, np.float32), "jumper": np.array(jumpers),
-        "count": np.array(counts),
+        "count": np.array(counts), "repeats": np.array(repeats),
+        "repeated": np.array(repeated),
         "grid": np.frombuffer("".join(grids).encode(), np.uint8).reshape(-1, 64)[:, DARK],
         "start": np.array(start),
     }
     return games, records
 
 
-def _expected_observations(rec: dict, limit: int) -> tuple[np.ndarray, np.ndarray]:
+def _expected_observations(rec: dict, env: Draughts) -> tuple[np.ndarray, np.ndarray]:
     """From the reference's boards: the piece planes 0-4 as packed bits [N, 40] and the
-    constant planes 5-6 [N, 2]."""
+    constant planes [N, C]: 5-6, and the repetitions plane under "laws"."""
     grid = rec["grid"][:, np.maximum(CELL_SQUARE - 1, 0)]  # [N, 64] letters by cell
     dark = CELL_SQUARE > 0
     black = rec["player"][:, None] == 0
@@ -94,8 +102,11 @@ def _expected_observations(rec: dict, limit: int) -> tuple[np.ndarray, np.ndarra
     their_king = np.where(black, grid == ord("W"), grid == ord("B"))
     jumper = (CELL_SQUARE[None] == rec["jumper"][:, None]) & (rec["jumper"][:, None] > 0)
     planes = np.stack([mine_man, mine_king, their_man, their_king, jumper], -1) & dark[:, None]
-    constant = np.stack([rec["player"].astype(np.float32),
-                         rec["count"].astype(np.float32) / np.float32(limit)], -1)
+    constant = [rec["player"].astype(np.float32),
+                rec["count"].astype(np.float32) / np.float32(env.draw_limit)]
+    if env.laws:
+        constant.append(rec["repeats"].astype(np.float32) / 2)
+    constant = np.stack(constant, -1)
     return np.packbits(planes.reshape(len(grid), -1), axis=1), constant
 
 
@@ -109,7 +120,7 @@ def _recorder(env: Draughts):
     def record(state):
         obs = observe(state)
         pieces = obs[..., :5].reshape(obs.shape[0], -1) > 0.5
-        constant = obs[..., 5:].reshape(obs.shape[0], -1, 2)
+        constant = obs[..., 5:].reshape(obs.shape[0], 64, -1)
         return {
             "mask": jnp.packbits(state.legal_action_mask, axis=1),
             "player": state.current_player,
@@ -176,7 +187,7 @@ def _check_against_reference(draw_rule: str, num_games: int, lanes: int) -> dict
     _assert_equal("rewards", ours["rewards"], ref["rewards"], start)
     _assert_equal("players to move", np.where(live, ours["player"], -1),
                   np.where(live, ref["player"], -1), start)
-    bits, constant = _expected_observations(ref, ENVS[draw_rule].draw_limit)
+    bits, constant = _expected_observations(ref, ENVS[draw_rule])
     _assert_equal("observation piece planes", ours["obs_bits"], bits, start)
     assert ours["constant_ok"].all()
     # The counter plane is counter / limit: XLA may divide by multiplying by 1 / limit.
@@ -201,10 +212,12 @@ def test_ours_matches_reference():
     _check_against_reference("openspiel", NUM_GAMES, LANES)
 
 
-def test_ours_matches_reference_with_the_forty_move_rule():
-    ref = _check_against_reference("forty_move", 1000, 250)
+def test_ours_matches_reference_under_the_laws():
+    ref = _check_against_reference("laws", NUM_GAMES, LANES)
     final = ref["terminated"]
-    assert (ref["count"][final] == 80).sum() >= 5  # some games end by the forty-move rule
+    assert (ref["count"][final] == 80).sum() >= 10  # games ending by the forty-move rule
+    assert ref["repeated"][final].sum() >= 100  # and by threefold repetition
+    assert (ref["repeats"] == 1).sum() > 1000  # positions standing for the second time
 
 
 def _openspiel_dark_squares() -> list[int]:
@@ -257,7 +270,7 @@ def _maps(spiel_id: int) -> bool:
     return True
 
 
-@pytest.mark.parametrize("draw_rule", ["openspiel", "forty_move"])
+@pytest.mark.parametrize("draw_rule", ["openspiel", "laws"])
 def test_no_game_outlives_max_game_length(draw_rule):
-    games, _ = reference_games(draw_rule, NUM_GAMES if draw_rule == "openspiel" else 1000)
+    games, _ = reference_games(draw_rule, NUM_GAMES)
     assert max(len(g) for g in games) <= ENVS[draw_rule].max_game_length

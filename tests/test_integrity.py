@@ -27,6 +27,7 @@ from azjax.model_files import (
     load_model,
     save_model,
     verify_checksums,
+    write_checksums,
 )
 from azjax.training.checkpoint import RunCheckpointer
 from azjax.training.loop import train
@@ -111,6 +112,47 @@ def test_a_model_written_before_checksums_loads_unchecked(model):
     assert not verify_checksums(model)
     params, config, _ = load_model(model)
     assert config.game == "tic_tac_toe" and params
+
+
+def _draughts_model(directory: Path, game: str) -> Path:
+    config = config_from_dict({"game": game, "network": {"kind": "mlp", "hidden": [8]}})
+    env = envs.make(config.game)
+    params = init_network(config.network, env.num_actions, env.observation_shape,
+                          jax.random.PRNGKey(0))["params"]
+    return save_model(directory, params, config)
+
+
+def _rewrite_meta(model: Path, **changes) -> None:
+    meta = json.loads((model / "model.json").read_text())
+    meta.update(changes)
+    meta = {k: v for k, v in meta.items() if v is not None}
+    (model / "model.json").write_text(json.dumps(meta))
+    write_checksums(model)
+
+
+def test_a_model_records_its_rules_and_is_refused_under_others(tmp_path, model):
+    openspiel = _draughts_model(tmp_path / "openspiel", "draughts(draw_rule='openspiel')")
+    assert json.loads((openspiel / "model.json").read_text())["rules"] == "openspiel"
+    assert load_model(openspiel)[1].game == "draughts(draw_rule='openspiel')"
+    laws = _draughts_model(tmp_path / "laws", "draughts")
+    assert json.loads((laws / "model.json").read_text())["rules"] == "laws"
+    # Its spec now plays other rules than those it records (e.g. a changed default).
+    _rewrite_meta(laws, rules="openspiel")
+    with pytest.raises(CheckpointError) as error:
+        load_model(laws)
+    assert _one_line(str(error.value)).startswith(
+        f"{laws} was trained under the rules 'openspiel', but its game 'draughts' plays the "
+        f"rules 'laws' here")
+    # A model that records no rules, of a game with variants: which it learnt is unknown.
+    _rewrite_meta(laws, rules=None)
+    with pytest.raises(CheckpointError, match="records no rules"):
+        load_model(laws)
+    out = RUNNER.invoke(app, ["eval", str(laws), "--against", "random"])
+    assert out.exit_code == 2 and "records no rules" in _one_line(out.output)
+    # A game with one set of rules records "" and loads with or without it.
+    assert json.loads((model / "model.json").read_text())["rules"] == ""
+    _rewrite_meta(model, rules=None)
+    assert load_model(model)[1].game == "tic_tac_toe"
 
 
 # ---- checkpoints ------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from test_envs_forced import DRAUGHTS, FORCED, SAFE, SUICIDE, SUICIDE_FEN
 from azjax.config import NetworkConfig, SearchConfig
 from azjax.core.network import init_network, make_network
 from azjax.core.search import make_recurrent_fn, make_root_fn, make_search
+from azjax.envs.draughts import Draughts
 
 NET = NetworkConfig(kind="mlp", hidden=(8,), material_head=True)
 WEIGHT = 0.3
@@ -25,10 +26,11 @@ MAN = 1.0 / 12.0  # one man's material (a side starts with 12)
 # Black to move at draw counter 39: every move is quiet, so every move draws at once, but
 # 27-31 and 27-32 crown a man (a king is worth 1.5 men) and 5-9 does not.
 LAST_MOVE_FEN, CROWNING, PLAIN = "B:W21:B5,27", (87, 88), 8
+OPENSPIEL_DRAUGHTS = Draughts(draw_rule="openspiel")  # draws every move from counter 39
 
 
-def _variables(predicted: float = PREDICTED):
-    variables = init_network(NET, DRAUGHTS.num_actions, DRAUGHTS.observation_shape,
+def _variables(predicted: float = PREDICTED, env=DRAUGHTS):
+    variables = init_network(NET, env.num_actions, env.observation_shape,
                              jax.random.PRNGKey(0))
     variables = jax.tree.map(jnp.zeros_like, variables)
     variables["params"]["material_out"]["bias"] = jnp.full((1,), predicted)
@@ -66,18 +68,19 @@ def test_a_finished_game_scores_its_material_for_the_mover():
 
 @pytest.mark.parametrize("algorithm", ["gumbel", "puct"])
 def test_among_drawn_moves_the_search_keeps_more_material(algorithm):
-    """Every move draws at once (the counter reaches 40), so without the utility all score 0;
-    with it, crowning a man ends the game with half a man more and is chosen."""
-    state = _one(DRAUGHTS.from_fen(LAST_MOVE_FEN, counter=39))
-    _, apply = make_network(NET, DRAUGHTS.num_actions)
+    """Every move draws at once (OpenSpiel's counter reaches 40), so without the utility all
+    score 0; with it, crowning a man ends the game with half a man more and is chosen."""
+    env = OPENSPIEL_DRAUGHTS
+    state = _one(env.from_fen(LAST_MOVE_FEN, counter=39))
+    _, apply = make_network(NET, env.num_actions)
     policies = {}
     for weight in (0.0, WEIGHT):
         config = SearchConfig(algorithm=algorithm, num_simulations=12, material_utility=weight,
                               max_num_considered_actions=4,
                               qtransform="completed_by_mix_value" if algorithm == "gumbel"
                               else "by_parent_and_siblings")
-        search = jax.jit(functools.partial(make_search(DRAUGHTS, apply, config), noise=False))
-        out = search(_variables(0.0), jax.random.PRNGKey(0), state)
+        search = jax.jit(functools.partial(make_search(env, apply, config), noise=False))
+        out = search(_variables(0.0, env), jax.random.PRNGKey(0), state)
         policies[weight] = np.asarray(out.policy[0])
         if weight:
             assert int(out.action[0]) in CROWNING

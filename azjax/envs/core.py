@@ -134,6 +134,9 @@ class Env(abc.ABC):
       max_game_length: longest possible game in steps (0 = unbounded); self-play truncates
         longer games.
       player_names: how people call player 0 and player 1 (`X` / `O`, `Black (b)` ...).
+      rules: names the variant of the rules this instance plays, for a game with several
+        (draughts: "laws" or "openspiel"); "" for a game with one. Models and runs record it,
+        and a model is refused under other rules than it was trained under.
     """
 
     name: ClassVar[str]
@@ -142,6 +145,7 @@ class Env(abc.ABC):
     num_players: ClassVar[int] = 2
     max_game_length: ClassVar[int] = 0
     player_names: ClassVar[tuple[str, str]] = ("player 0", "player 1")
+    rules: str = ""
 
     # ---- the public, shared API -------------------------------------------------------------
 

@@ -24,11 +24,18 @@ board turned by 180 degrees (its player 0, "White" `o`, moves first, up from its
 Rules: men move one square diagonally forward, kings one square in any diagonal direction;
 captures are mandatory and a capturing piece must keep capturing while it can (any sequence may
 be chosen); a captured piece leaves the board at once; a man reaching the far row is crowned and
-the move ends there; a player with no legal move loses. Draw rule (`draw_rule`):
-- "openspiel" (default, exactly OpenSpiel's): a counter of consecutive actions without a
-  capture, reset by a capture; at 40 the game is drawn (even if the next player is stuck);
-- "forty_move" (the official rule): 40 moves by each side (80 actions) with neither a capture
-  nor a man's move.
+the move ends there; a player with no legal move loses. Draw rules (`draw_rule`):
+- "laws" (the default; the laws of the English Draughts Association and the World
+  Checkers/Draughts Federation): the game is drawn when neither side has captured nor moved a
+  man in its own last 40 moves (80 actions), or when a move makes the same position, with the
+  same side to move, for the third time;
+- "openspiel" (exactly OpenSpiel's `checkers`): a counter of consecutive actions without a
+  capture, reset by a capture; at 40 the game is drawn (even if the next player is stuck).
+
+A capture or a man's move can never be undone (pieces leave the board, men only go forward), so
+a position can only repeat one seen since the last of them: the state keeps those positions
+(`history`, at most 80), and within that stretch the men stand still, so each side's pieces
+bitboard names the position.
 
 The position is three 32-bit bitboards (bit s = square s + 1): each player's pieces and the
 kings. Legal moves come from shifts of whole bitboards: for each kind (move, jump) and direction
@@ -53,11 +60,15 @@ __all__ = ["EVAL_WEIGHTS", "Draughts", "EvalWeights", "State", "action_to_opensp
            "openspiel_to_action"]
 
 NUM_SQUARES = 32
-DRAW_RULES = {"openspiel": 40, "forty_move": 80}  # the counter value that draws the game
+DRAW_RULES = {"laws": 80, "openspiel": 40}  # the counter value that draws the game
+REPEATS_TO_DRAW = 3  # "laws": a position made for the third time draws
+_NO_POSITION = np.uint32(0xFFFFFFFF)  # an empty history slot: no position has both sides' pieces
+                                      # on every square
 RANDOM_START_MAX_PIECES = 6  # per side, in `Draughts.random_start`'s endings
 KING_VALUE = 1.5  # in men, for `Draughts.material`: the usual rule of thumb
 RANDOM_START_TRIES = 4  # draws per random start (0.07% of single draws leave the mover stuck)
-PLANE_SETS = {"basic": 7, "tactics": 11}  # `Draughts(planes=...)`: observation planes
+PLANE_SETS = {"basic": 7, "tactics": 11}  # `Draughts(planes=...)`: observation planes (and
+                                           # one more, the repetitions, under "laws")
 _DIRECTIONS = ((-1, -1), (-1, 1), (1, -1), (1, 1))  # up-left, up-right, down-left, down-right
 _OPPOSITE = (3, 2, 1, 0)
 
@@ -187,8 +198,8 @@ def openspiel_to_action(openspiel_id: int) -> int:
 
 @struct.dataclass
 class State:
-    """A draughts position: the `GameState` fields, three bitboards, the capture in progress
-    and the draw counter."""
+    """A draughts position: the `GameState` fields, three bitboards, the capture in progress,
+    the draw counter and (under "laws") the positions since the last capture or man's move."""
 
     current_player: jax.Array  # int32 []
     legal_action_mask: jax.Array  # bool [170]
@@ -200,6 +211,10 @@ class State:
     kings: jax.Array  # uint32 []: bitboard of the kings, both colours
     jumper: jax.Array  # int8 []: square index of the piece that must keep capturing, else -1
     counter: jax.Array  # int8 []: actions counted towards the draw rule
+    # uint32 [H, 2]: the `pieces` of the positions before this one since the last capture or
+    # man's move, newest first (empty slots `_NO_POSITION`); H = 80 under "laws", else 0
+    history: jax.Array
+    repeats: jax.Array  # int8 []: how many times this position stood before (0-2; "laws")
 
 
 def _neighbours(bb: jax.Array, direction: int) -> jax.Array:
@@ -267,28 +282,39 @@ class Draughts(Env):
     title = "Draughts"
     move_hint = "PDN such as 9-13, or a whole capture 9x18x27"
 
-    def __init__(self, draw_rule: str = "openspiel", planes: str = "basic") -> None:
-        """`planes`: "basic" (7 planes, the game's id `draughts`) or "tactics" (11: the basic
-        ones and each side's one-hop captures, id `draughts_tactics`); see `observe`."""
+    def __init__(self, draw_rule: str = "laws", planes: str = "basic") -> None:
+        """`draw_rule`: "laws" (the laws' forty-move rule and threefold repetition) or
+        "openspiel" (OpenSpiel's counter); see the module docstring. `planes`: "basic" (7
+        planes, the game's id `draughts`) or "tactics" (11: the basic ones and each side's
+        one-hop captures, id `draughts_tactics`), each with one more under "laws" (the
+        repetitions); see `observe`."""
         if draw_rule not in DRAW_RULES:
             raise ValueError(f"draw_rule must be one of {sorted(DRAW_RULES)}, got {draw_rule!r}")
         if planes not in PLANE_SETS:
             raise ValueError(f"planes must be one of {sorted(PLANE_SETS)}, got {planes!r}")
         self.planes = planes
         self.name = "draughts" if planes == "basic" else f"draughts_{planes}"
-        self.observation_shape = (8, 8, PLANE_SETS[planes])
-        self.draw_rule = draw_rule
+        self.draw_rule = self.rules = draw_rule
+        self.laws = draw_rule == "laws"
+        self.observation_shape = (8, 8, PLANE_SETS[planes] + self.laws)
         self.draw_limit = DRAW_RULES[draw_rule]
+        # Under the laws a position can repeat only one of the draw_limit before it since the
+        # last capture or man's move (the forty-move rule draws at draw_limit).
+        self.history_length = self.draw_limit if self.laws else 0
         # A sound bound. Captures: at most 12 + 11 = 23 (a side with no piece has lost). Between
         # two counter resets at most limit - 1 actions, and limit after the last. "openspiel"
-        # resets on captures only: 40 * 23 + 40 = 960. "forty_move" also resets on each man's
-        # move, at most 24 men x 7 rows = 168 of them: 80 * (23 + 168) + 80 = 15,360.
-        resets = 23 if draw_rule == "openspiel" else 23 + 24 * 7
+        # resets on captures only: 40 * 23 + 40 = 960. "laws" also resets on each man's move,
+        # at most 24 men x 7 rows = 168 of them: 80 * (23 + 168) + 80 = 15,360.
+        resets = 23 + (24 * 7 if self.laws else 0)
         self.max_game_length = self.draw_limit * (resets + 1)
 
     def __repr__(self) -> str:
         planes = "" if self.planes == "basic" else f", planes={self.planes!r}"
         return f"Draughts(draw_rule={self.draw_rule!r}{planes})"
+
+    @property
+    def evaluation_version(self) -> str:  # the rules change what alpha-beta's games come to
+        return "draughts-1" if self.draw_rule == "openspiel" else f"draughts-{self.draw_rule}-1"
 
     # ---- rules -------------------------------------------------------------------------------
 
@@ -297,7 +323,8 @@ class Draughts(Env):
         return self._state(pieces, jnp.uint32(0), jnp.int32(0), jnp.int8(-1), jnp.int8(0))
 
     def _state(self, pieces, kings, player, jumper, counter) -> State:
-        """A state from its position, with its mask and end computed (zero rewards)."""
+        """A state from its position, with its mask and end computed (zero rewards, no earlier
+        positions: a repetition counts from here)."""
         words = _move_words(pieces[player], pieces[1 - player], kings, player, jumper)
         done = jnp.all(words == 0) | (counter >= self.draw_limit)
         return State(
@@ -311,6 +338,8 @@ class Draughts(Env):
             kings=kings,
             jumper=jumper,
             counter=counter,
+            history=jnp.full((self.history_length, 2), _NO_POSITION, jnp.uint32),
+            repeats=jnp.int8(0),
         )
 
     def _apply_legal_action(self, state: State, action: jax.Array) -> State:
@@ -332,11 +361,12 @@ class Draughts(Env):
         again = jump & ~crowned & jnp.any(_jump_words(mine, theirs, kings, mover, to_bit) != 0)
         player = jnp.where(again, mover, 1 - mover)
         jumper = jnp.where(again, to.astype(jnp.int8), jnp.int8(-1))
-        resets = jump | (~was_king & (self.draw_rule == "forty_move"))
+        resets = jump | (~was_king & self.laws)
         counter = jnp.where(resets, 0, state.counter + 1).astype(jnp.int8)
+        history, repeats = self._remember(state, resets, pieces)
 
         words = _move_words(pieces[player], pieces[1 - player], kings, player, jumper)
-        draw = counter >= self.draw_limit
+        draw = (counter >= self.draw_limit) | (repeats >= REPEATS_TO_DRAW - 1)
         stuck = jnp.all(words == 0) & ~draw
         loser_sign = jnp.where(player == 0, -1.0, 1.0)
         rewards = jnp.where(stuck, jnp.array([1.0, -1.0]) * loser_sign, 0.0).astype(jnp.float32)
@@ -349,7 +379,24 @@ class Draughts(Env):
             kings=kings,
             jumper=jumper,
             counter=counter,
+            history=history,
+            repeats=repeats,
         )
+
+    def _remember(self, state: State, irreversible: jax.Array, pieces: jax.Array
+                  ) -> tuple[jax.Array, jax.Array]:
+        """(history, repeats) after a move from `state` to `pieces`: the history gains
+        `state`'s position, or empties after a capture or a man's move (no earlier position
+        can come back); repeats counts the earlier positions equal to the new one with the
+        same side to move. No multi-jump happens inside a stretch, so the side to move
+        alternates: those are the history's entries an even number of moves back (1, 3, ...
+        in the newest-first order)."""
+        if not self.laws:
+            return state.history, state.repeats
+        shifted = jnp.concatenate([state.pieces[None], state.history[:-1]])
+        history = jnp.where(irreversible, _NO_POSITION, shifted)
+        same = jnp.all(history[1::2] == pieces[None], axis=-1)
+        return history, jnp.sum(same).astype(jnp.int8)
 
     # ---- random endings for self-play -------------------------------------------------------
 
@@ -398,8 +445,6 @@ class Draughts(Env):
         kings = jax.lax.population_count(state.pieces & state.kings)
         return (men.astype(jnp.float32) + KING_VALUE * kings.astype(jnp.float32)) / 12.0
 
-    evaluation_version = "draughts-1"
-
     def heuristic_value(self, state: State) -> jax.Array:
         """float32 []: the side to move's hand-made score minus the other side's, squashed into
         (-0.9, 0.9) by `SQUASH * tanh(difference / scale)`; the terms and weights are
@@ -441,6 +486,8 @@ class Draughts(Env):
         pieces that could capture, 8: their pieces I could take, 9: their pieces that could
         capture were it their move, 10: my pieces they could take (one hop each, from the rules'
         own jump bitboards): what a dense network would otherwise learn square by square.
+        Under "laws" a last plane: how many times this position stood before, / 2 (all cells;
+        one more time draws).
         """
         me = state.current_player
         mine, theirs, kings = state.pieces[me], state.pieces[1 - me], state.kings
@@ -456,6 +503,9 @@ class Draughts(Env):
             words += [*_capture_planes(mine, theirs, kings, me),
                       *_capture_planes(theirs, mine, kings, 1 - me)]
             constant += [zero] * 4
+        if self.laws:
+            words.append(none)
+            constant.append(state.repeats.astype(jnp.float32) / (REPEATS_TO_DRAW - 1))
         # One fused elementwise pass: cell c of plane p is the bit of c's square in words[p]
         # (a light cell's bit is 0, so it stays 0), plus the plane's constant.
         bits = ((jnp.stack(words)[None, :] & _CELL_BIT[:, None]) != 0).astype(jnp.float32)
@@ -545,12 +595,15 @@ class Draughts(Env):
                 cells.append("   " if sq < 0 else f" {glyph[int(board[sq])]} ")
                 numbers.append("   " if sq < 0 else f"{sq + 1:>2} ")
             lines.append(("".join(cells) + "    " + "".join(numbers)).rstrip())
-        draw = int(state.counter) >= self.draw_limit
+        draw = (int(state.counter) >= self.draw_limit
+                or int(state.repeats) >= REPEATS_TO_DRAW - 1)
         winner = None if draw else 1 - int(state.current_player)
         lines.append(status_line(state, winner, ("Black (b)", "White (w)")))
         if not bool(state.terminated | state.truncated) and int(state.jumper) >= 0:
             lines.append(f"The capture goes on with the piece on {int(state.jumper) + 1}.")
         lines.append(f"Draw counter: {int(state.counter)}/{self.draw_limit} ({self.draw_rule}).")
+        if self.laws and int(state.repeats):
+            lines.append(f"This position has stood {int(state.repeats) + 1} times.")
         return "\n".join(lines)
 
     def board_view(self, state: State) -> BoardView:

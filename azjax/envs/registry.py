@@ -55,7 +55,7 @@ _REGISTRY: dict[str, Callable[[], Env]] = {
     "tic_tac_toe": TicTacToe,
     "connect_four": ConnectFour,
     "draughts": Draughts,
-    "draughts_tactics": lambda: Draughts(planes="tactics"),
+    "draughts_tactics": lambda **rules: Draughts(planes="tactics", **rules),
 }
 _INSTANCES: dict[str, Env] = {}
 _DIRS: dict[str, str] = {}  # spec -> the directory its module was found in ("" if installed)

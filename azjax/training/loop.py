@@ -261,7 +261,8 @@ def _save(segment: Segment, loop: LoopState) -> None:
     config, iteration = segment.config, int(loop.state.iteration)
     meta = {"config": config_to_dict(config), "wall_s": segment.wall_s(),
             "iteration": iteration, "time_to_perfect_s": loop.time_to_perfect,
-            "seed": config.seed, "game": config.game, "compute": loop.compute.as_meta()}
+            "seed": config.seed, "game": config.game, "rules": segment.trainer.env.rules,
+            "compute": loop.compute.as_meta()}
     try:
         segment.checkpointer.save(iteration, loop.state, meta)
     except Exception as error:  # orbax raises many types for one full disk

@@ -22,7 +22,7 @@ from azjax import envs
 from azjax.config import ExperimentConfig, with_game_dir
 from azjax.core.layout import local_copy, make_mesh, mesh_description, updates_on_one_device
 from azjax.core.steps import RunState
-from azjax.model_files import CheckpointError
+from azjax.model_files import CheckpointError, check_rules
 from azjax.training.checkpoint import RunCheckpointer
 from azjax.training.compute import ComputeTotals, FlopCosts, flop_costs
 from azjax.training.main_process import MainProcess
@@ -98,6 +98,8 @@ def start_segment(config: ExperimentConfig, run_dir: Path, evaluator_factory: Ca
     # was built; the run records where its module was found.
     config, resume = open_run(run_dir, with_game_dir(config))
     env = envs.make(config.game)
+    if resume is not None:
+        check_rules(resume.get("rules"), env, config.game, run_dir)
     mesh = make_mesh()
     # Checks that the batches split over the mesh.
     trainer = Trainer(env, config, mesh=mesh, updates_on_one_device=updates_on_one_device(mesh))
