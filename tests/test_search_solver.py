@@ -235,3 +235,45 @@ def test_make_search_with_the_solver_proves_wins_and_draws_at_their_exact_values
                  _batch([WIN_IN_1_OR_3, [0, 3, 1, 4], DRAWN, DRAWN]))
     np.testing.assert_array_equal(out.action[:2], [6, 2])
     np.testing.assert_array_equal(out.value, [1.0, 1.0, -contempt, -contempt])
+
+
+# ---- a draughts ending under the laws' forty-move rule -------------------------------------
+
+DRAUGHTS = envs.make("draughts")  # the laws' rules
+# Black's kings on 3 and 15 against White's king on 16, Black to move (found by brute force
+# over the plain-Python reference, tests/reference_draughts.py): 15-11 wins in 3 plies (White's
+# only replies walk into a capture of its last piece); 3-7 wins too, but in 5, and with the
+# forty-move counter at 77 the king moves of that line reach 80 first: a draw.
+ENDING_FEN, QUICK, SLOW = "B:WK16:BK3,K15", "15-11", "3-7"
+
+
+def _prior_apply(variables, obs):
+    """A network with a fixed prior (`variables["bias"]` [170]) and value 0 everywhere."""
+    logits = jnp.broadcast_to(variables["bias"], (obs.shape[0], DRAUGHTS.num_actions))
+    return logits, jnp.zeros(obs.shape[0])
+
+
+@pytest.mark.parametrize("algorithm", ["gumbel", "puct"])
+def test_a_draughts_ending_is_won_by_the_shortest_win_before_the_forty_move_rule(algorithm):
+    """The prior all but certain of the slow win: with the counter at 0 the search proves the
+    win in 3 and plays it; with the counter at 77 the slow line is a draw and the proof and
+    the move are the same."""
+    config = SearchConfig(algorithm=algorithm, solver=True, max_num_considered_actions=8,
+                          qtransform="completed_by_mix_value" if algorithm == "gumbel"
+                          else "by_parent_and_siblings")
+    engine = make_search_engine(DRAUGHTS, _prior_apply, config)
+    bias = jnp.zeros(DRAUGHTS.num_actions).at[DRAUGHTS.str_to_action(SLOW)].set(8.0)
+
+    @jax.jit
+    def search(states):
+        state = engine.start({"bias": bias}, jax.random.PRNGKey(0), states, capacity=CAPACITY,
+                             planned_simulations=PLAN)
+        state = engine.simulate({"bias": bias}, state, PLAN)
+        return engine.finish(state), state, engine.root_proven(state)
+
+    states = [DRAUGHTS.from_fen(ENDING_FEN, counter=counter) for counter in (0, 77)]
+    out, state, proven = search(jax.tree.map(lambda *xs: jnp.stack(xs), *states))
+    np.testing.assert_array_equal(proven, PROVEN_WIN)
+    np.testing.assert_array_equal(state.tree.extra_data.score[:, 0], M - 3)
+    assert [DRAUGHTS.action_to_str(int(a)) for a in out.action] == [QUICK, QUICK]
+    assert (np.asarray(engine.simulations_done(state)) < PLAN).all()  # proven: stopped early
