@@ -28,6 +28,8 @@ __all__ = [
     "RESUME_FREE_KEYS",
     "BaselineKind",
     "BudgetConfig",
+    "DEFAULT_ENGINE_SECONDS",
+    "ENGINE_PREFIX",
     "MAX_INTEGER",
     "MAX_SEED",
     "MAX_SIMULATIONS",
@@ -47,10 +49,12 @@ __all__ = [
     "config_to_dict",
     "free_on_resume",
     "game_from_mapping",
+    "is_engine_name",
     "load_config",
     "locate_game",
     "merge_config_data",
     "parse_baseline",
+    "parse_engine_name",
     "parse_override",
     "read_config_data",
     "resolve_simulations",
@@ -348,8 +352,11 @@ class EvalConfig:
     """The arenas' opponents: `random` (uniform legal moves), `greedy` (wins at once if it
     can, else avoids moves that let the opponent win next), `mcts:N` (plain UCT with random
     rollouts, N simulations) and `alphabeta:D` (alpha-beta to D whole moves over the game's
-    hand-made evaluation, docs/evaluation.md). Valid: a list of `random`, `greedy`, `mcts:N`
-    with N >= 1 and `alphabeta:D` with D >= 1."""
+    hand-made evaluation, docs/evaluation.md); for draughts also an external engine
+    `cb:PATH[@SECONDS]` (a CheckerBoard-API library, SECONDS per move, default 0.1;
+    docs/engines.md), whose arena is played from the host after the others. Valid: a list of
+    `random`, `greedy`, `mcts:N` with N >= 1, `alphabeta:D` with D >= 1 and, for draughts,
+    `cb:PATH[@SECONDS]` with SECONDS in (0, 3600]."""
     num_simulations: int = 0
     """Search simulations at evaluation, and a run's default for play and export;
     0 = search.num_simulations. Valid: in [0, 100000]; the bound is
@@ -811,6 +818,48 @@ def parse_baseline(name: str) -> tuple[str, int]:
     return kind, int(count) if entry.count else 0
 
 
+# ---- external engines ----------------------------------------------------------------------------
+
+ENGINE_PREFIX = "cb:"
+"""An opponent named `cb:PATH[@SECONDS]` is an external checkers engine: a shared library with
+the CheckerBoard engine API (`azjax.evaluation.checkerboard`), for English draughts."""
+DEFAULT_ENGINE_SECONDS = 0.1
+"""An external engine's time per move when its name gives none."""
+MAX_ENGINE_SECONDS = 3600.0
+
+
+def is_engine_name(name: str) -> bool:
+    """Whether an opponent's name names an external engine (`cb:PATH[@SECONDS]`)."""
+    return name.startswith(ENGINE_PREFIX)
+
+
+def parse_engine_name(name: str) -> tuple[str, float]:
+    """An external engine's name as (the library's path as written, seconds per move):
+    ``cb:/x/cake.so@0.5`` -> ("/x/cake.so", 0.5); ``cb:/x/cake.so`` -> ("/x/cake.so",
+    `DEFAULT_ENGINE_SECONDS`). A path holding `@` needs its `@SECONDS` written out.
+
+    Raises:
+      ValueError: no path, or SECONDS that is not a number in (0, 3600].
+    """
+    if not is_engine_name(name):
+        raise ValueError(f"an engine is named {ENGINE_PREFIX}PATH[@SECONDS], got {name!r}")
+    rest = name[len(ENGINE_PREFIX):]
+    path, at, text = rest.rpartition("@")
+    if not at:
+        path, text = rest, str(DEFAULT_ENGINE_SECONDS)
+    try:
+        seconds = float(text or "nan")
+    except ValueError:
+        seconds = -1.0
+    if not 0 < seconds <= MAX_ENGINE_SECONDS:
+        raise ValueError(f"an engine's time per move (cb:PATH@SECONDS) must be a number of "
+                         f"seconds in (0, {MAX_ENGINE_SECONDS:g}], got {text!r} in {name!r}")
+    if not path:
+        raise ValueError(f"an engine is named {ENGINE_PREFIX}PATH[@SECONDS] (PATH: its shared "
+                         f"library), got {name!r}")
+    return path, seconds
+
+
 # ---- validation ----------------------------------------------------------------------------------
 
 
@@ -835,6 +884,7 @@ def _validate(config: ExperimentConfig) -> None:
     _validate_train(config.train, config.replay)
     _validate_material_head(config, env)
     _validate_eval(config.eval)
+    _validate_engine_opponents(config.eval, env)
     _require(config.checkpoint.every_iterations >= 1, "checkpoint.every_iterations", ">= 1")
     _require(config.checkpoint.keep >= 1, "checkpoint.keep", "must be >= 1")
     _require(config.budget.max_iterations >= 0 and config.budget.max_wall_s >= 0, "budget",
@@ -962,6 +1012,16 @@ def _validate_eval(evaluation: EvalConfig) -> None:
              f"search.num_simulations), got {evaluation.num_simulations}")
     for opponent in evaluation.opponents:
         try:
-            parse_baseline(opponent)
+            (parse_engine_name if is_engine_name(opponent) else parse_baseline)(opponent)
         except ValueError as error:
             raise ConfigError(f"eval.opponents: {error}") from None
+
+
+def _validate_engine_opponents(evaluation: EvalConfig, env: Any) -> None:
+    """An external engine (`cb:PATH[@SECONDS]`) plays English draughts only."""
+    from azjax.envs.draughts import Draughts
+
+    for opponent in filter(is_engine_name, evaluation.opponents):
+        _require(isinstance(env, Draughts), "eval.opponents",
+                 f"{opponent}: a CheckerBoard engine plays English draughts, not "
+                 f"{getattr(env, 'name', type(env).__name__)}")

@@ -231,7 +231,9 @@ def train(
 def evaluate(
     spec: Annotated[str, typer.Argument(help="Game id (shipped model), run dir or snapshot dir")],
     against: Annotated[list[str] | None, typer.Option(
-        help=f"{_BASELINES} | another SPEC (repeatable)")] = None,
+        help=f"{_BASELINES} | another SPEC | cb:PATH[@SECONDS], an external checkers engine "
+             "(a CheckerBoard-API library, draughts; SECONDS per move, default 0.1; "
+             "docs/engines.md) (repeatable)")] = None,
     oracle: Annotated[str | None, typer.Option(
         help="Score against perfect play: --oracle alone uses the game's default oracle "
              "(tic-tac-toe: exact minimax; connect four: $AZJAX_ORACLES, else Pascal Pons's test "
@@ -252,12 +254,13 @@ def evaluate(
         help="Seconds per move of the agent opponents (default: --movetime)")] = None,
     equal_time: Annotated[bool, typer.Option(
         "--equal-time", help="In each arena the agent thinks, on each ply, as long as the "
-                             "opponent took on that ply: equal time against alphabeta:D "
-                             "and mcts:N, whatever the machine")] = False,
+                             "opponent took on that ply: equal time against alphabeta:D, "
+                             "mcts:N and cb: engines, whatever the machine")] = False,
     seed: Annotated[int, typer.Option()] = 0,
     opening_plies: Annotated[int | None, typer.Option(
         min=0, help="Paired random plies opening every arena's games (default: 2 against "
-                    "alpha-beta and agents, none against random, greedy and mcts:N)")] = None,
+                    "alpha-beta and agents, 3 against cb: engines, none against random, "
+                    "greedy and mcts:N)")] = None,
     oracle_positions: Annotated[int | None, typer.Option(
         help="Score only the first N positions of each oracle set (default: all)")] = None,
     ladder: Annotated[bool, typer.Option(
@@ -330,7 +333,8 @@ def _ladder(run_dir: str, against: list[str], games: int, simulations: int | Non
 def anchors_table(
     game: Annotated[str, typer.Argument(help="Game id, e.g. draughts")],
     against: Annotated[list[str], typer.Option(
-        help=f"A fixed baseline: {_BASELINES} (repeatable; random is always in)")],
+        help=f"A fixed baseline: {_BASELINES} | cb:PATH[@SECONDS], an external checkers "
+             "engine (repeatable; random is always in)")],
     out: Annotated[Path, typer.Option(help="Where to write the table (JSON)")],
     games: Annotated[int, typer.Option(min=2, help="Games per pairing (both colours)")] = 200,
     seed: Annotated[int, typer.Option()] = 0,
@@ -458,17 +462,30 @@ def play(
         help="Opening moves in human notation before play starts, e.g. '5 1' or '9-13 22-18'")
     ] = "",
     seed: Annotated[int, typer.Option()] = 0,
+    against: Annotated[str | None, typer.Option(
+        help="Watch the agent play an external checkers engine, cb:PATH[@SECONDS] (draughts; "
+             "docs/engines.md), for one game: the engine takes the human's seat")] = None,
     trust_game: Annotated[bool, typer.Option("--trust-game", help=_TRUST_HELP)] = False,
 ) -> None:
     """Play against an agent in the terminal (moves in the game's human notation)."""
     _check_simulations(simulations=simulations)
     _check_movetime(movetime=movetime)
     _check_seed(seed)
-    from azjax.apps.terminal import play_terminal
+    from azjax.apps.terminal import play_terminal, watch_engine
     from azjax.apps.turns import load_play_agent
 
     try:
         agent = load_play_agent(spec).with_search(set_ or [])
+        if against is not None:
+            from azjax.config import is_engine_name
+            from azjax.evaluation.checkerboard import check_engine_opponent
+
+            if not is_engine_name(against):
+                raise ValueError(f"--against takes an engine, cb:PATH[@SECONDS]; got {against!r}")
+            check_engine_opponent(agent.env, against)
+            watch_engine(agent, against, simulations=simulations, first=first, start=moves,
+                         seed=seed, movetime=movetime)
+            return
         play_terminal(agent, simulations=simulations, first=first, start=moves, seed=seed,
                       movetime=movetime)
     except _user_errors() as error:

@@ -5,6 +5,9 @@ The loop reads one line per human turn, parsed by the env (`Env.parse_move`: tic
 game's action ids), re-prompts with the reason when a line is malformed or illegal, prints
 the AI's move with its expected score and its most visited moves, and asks
 "again?" at the end. `?` lists the legal moves, `q` quits; so does the end of input.
+
+`watch_engine` (`azjax play draughts --against cb:PATH[@SECONDS]`) has an external checkers
+engine take the human's seat for one game, printed move by move.
 """
 
 from __future__ import annotations
@@ -15,12 +18,13 @@ from collections.abc import Callable, Iterable
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from azjax.agent import Agent
-from azjax.apps.turns import ai_turn, describe_turn, is_done, model_label
+from azjax.apps.turns import ai_turn, batch_of_one, describe_turn, is_done, model_label
 from azjax.envs.core import jitted_step, winner_of
 
-__all__ = ["parse_start", "play_terminal"]
+__all__ = ["parse_start", "play_terminal", "watch_engine"]
 
 _QUIT = {"q", "quit", "exit"}
 _LIST = {"?", "help", "moves"}
@@ -159,3 +163,71 @@ def _games() -> Iterable[int]:
     while True:
         yield game
         game += 1
+
+
+def watch_engine(agent: Agent, engine: str, *, simulations: int | None = None,
+                 first: str = "human", start: str = "", seed: int = 0,
+                 write: Write | None = None, movetime: float | None = None) -> int | None:
+    """One game of the agent against an external engine (``cb:PATH[@SECONDS]``, draughts),
+    printed move by move: the engine takes the human's seat (`first` "human": the engine
+    moves first; "ai": the agent does).
+
+    Returns:
+      The winner (0 or 1, `Env.player_names`' order), None for a draw. A game the engine
+      forfeits (a crash, a hang, an illegal move: one line) is the agent's.
+
+    Raises:
+      ValueError: a bad `first` or `start`, another game than draughts, or an engine that
+        cannot be started.
+    """
+    from azjax.evaluation.checkerboard import engine_player
+
+    if first not in ("human", "ai"):
+        raise ValueError(f"--first must be 'human' or 'ai', got {first!r}")
+    write = write or _stdout_write
+    env, names = agent.env, agent.env.player_names
+    state = parse_start(env, start) if start else env.init(jax.random.PRNGKey(0))
+    simulations = agent.search_simulations(simulations)
+    seat = 0 if first == "human" else 1
+    with engine_player(env, engine, report=write) as opponent:
+        opponent.start(1)
+        label = f"{opponent.engine_name!r} ({engine})" if opponent.engine_name else engine
+        thinking = (f"thinking {movetime:g} s a move" if movetime is not None
+                    else f"with {simulations} simulations")
+        write(f"{env.name}: {model_label(agent)} plays {names[1 - seat]} {thinking}; the "
+              f"engine {label} plays {names[seat]}, {opponent.seconds:g} s a move.")
+        player = (agent.player(num_simulations=simulations, movetime=movetime)
+                  if movetime is not None or agent.config.search.tree_reuse else None)
+        ply, key = 0, jax.random.PRNGKey(seed)
+        while not is_done(state):
+            write("")
+            write(env.render(state))
+            if int(state.current_player) != seat:
+                turn = ai_turn(agent, state, jax.random.fold_in(key, ply),
+                               num_simulations=simulations, player=player)
+                write(describe_turn(env, turn))
+                state = turn.state
+            else:
+                state = _engine_turn(env, opponent, state, player, write)
+            ply += 1
+    write("")
+    write(env.render(state))
+    winner = winner_of(state)
+    write("Result: " + ("draw." if winner is None else "the engine wins." if winner == seat
+                        else "the AI wins."))
+    return winner
+
+
+def _engine_turn(env, opponent, state, player, write: Write):
+    """The engine's whole turn (every hop of a multi-jump) from `state`: the state after it;
+    a forfeit (action -1) ends the game."""
+    mover, actions = int(state.current_player), []
+    while not is_done(state) and int(state.current_player) == mover:
+        action = int(opponent.move(batch_of_one(state), np.array([True]))[0][0])
+        actions.append(action)
+        state = jitted_step(env)(state, jnp.int32(action))
+        if player is not None and action >= 0:
+            player.played(jnp.asarray([action], jnp.int32))
+    if actions[-1] >= 0:
+        write(f"Engine plays {env.format_move(actions)}")
+    return state

@@ -313,7 +313,9 @@ class Draughts(Env):
         return f"Draughts(draw_rule={self.draw_rule!r}{planes})"
 
     @property
-    def evaluation_version(self) -> str:  # the rules change what alpha-beta's games come to
+    def evaluation_version(self) -> str:
+        """`Env.evaluation_version`: the weights' version, and the rules where they are not
+        OpenSpiel's (the draw rules change what the `alphabeta:D` anchors' games come to)."""
         return "draughts-1" if self.draw_rule == "openspiel" else f"draughts-{self.draw_rule}-1"
 
     # ---- rules -------------------------------------------------------------------------------

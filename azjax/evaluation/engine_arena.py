@@ -7,7 +7,8 @@ one ply to the next. This arena plays the same games, with the same starts, colo
 openings and per-ply keys (`azjax.evaluation.arena`), stepping each ply from the host: each
 player searches the whole batch when any live game has it to move (as in `run_arena`), the
 mover's moves are played, and both players' kept trees move down them. Plain players
-(`act(key, states) -> actions`, the baselines) are compiled once and timed too.
+(`act(key, states) -> actions`, the baselines) are compiled once and timed too. A `HostPlayer`
+(an external engine, `azjax.evaluation.checkerboard`) moves game by game on the host.
 
 With fixed simulation counts and no kept trees, an engine player's moves are those of
 `azjax.evaluation.players.search_player` (the same search), so the two arenas agree game for
@@ -18,6 +19,7 @@ Shape legend: B games.
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 import functools
 import time
@@ -40,7 +42,7 @@ from azjax.evaluation.arena import (
 )
 from azjax.evaluation.baselines import Player
 
-__all__ = ["PlayerStats", "play_engine_arena"]
+__all__ = ["HostPlayer", "PlayerStats", "play_engine_arena"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,24 +54,66 @@ class PlayerStats:
       seconds_per_move: wall seconds per batched move (every game of the batch at once).
       simulations_per_move: simulations per move in the games it moved in (kept visits not
         counted); None for a player that does not search with an engine.
+      per_game_move: the moves and seconds count each game's move, not batched moves (a
+        `HostPlayer`, which thinks game by game).
+      forfeits: games it forfeited (a `HostPlayer`: an external engine that crashed, hung or
+        answered an illegal move).
     """
 
     moves: int
     seconds_per_move: float
     simulations_per_move: float | None
+    per_game_move: bool = False
+    forfeits: int = 0
+
+
+class HostPlayer(abc.ABC):
+    """A player that moves on the host, one game at a time (an external engine): the engine
+    arena hands it the batch of states and asks for the moves of the games it is to move in.
+    """
+
+    @abc.abstractmethod
+    def start(self, num_games: int) -> None:
+        """A new arena of B = `num_games` games begins: forget every earlier game."""
+
+    @abc.abstractmethod
+    def move(self, states: Any, turn: np.ndarray) -> tuple[np.ndarray, float | None]:
+        """The moves of one ply.
+
+        Args:
+          states: the batch of states [B] (on any device).
+          turn: bool [B], the live games where this player is to move.
+
+        Returns:
+          (int32 [B] actions: a legal one in each game of `turn`, or -1 to forfeit that game,
+          anything elsewhere; the wall seconds it thought on this ply, summed over its games,
+          or None when it did not think: only moves it already knew, as a multi-jump's
+          later hops).
+        """
+
+    @abc.abstractmethod
+    def stats(self) -> PlayerStats:
+        """Its tally since `start`, per game move (`PlayerStats.per_game_move`)."""
 
 
 class _Side:
-    """One player of the arena: an `EnginePlayer` or a compiled plain `Player`, and its tally."""
+    """One player of the arena: an `EnginePlayer`, a compiled plain `Player` or a `HostPlayer`,
+    and its tally."""
 
-    def __init__(self, player: EnginePlayer | Player):
+    def __init__(self, player: EnginePlayer | Player | HostPlayer):
         self.player = player
         self.engine = isinstance(player, EnginePlayer)
-        self.act = None if self.engine else jax.jit(player)
+        self.host = isinstance(player, HostPlayer)
+        self.act = None if self.engine or self.host else jax.jit(player)
         self.moves, self.seconds, self.simulations, self.counted = 0, 0.0, 0.0, 0
-        self.last_seconds = 0.0  # the last move's
+        self.last_seconds = 0.0  # the last move's (a HostPlayer's: the last one it thought)
 
     def move(self, key: jax.Array, states: Any, turn: np.ndarray) -> jax.Array:
+        if self.host:
+            action, seconds = self.player.move(states, turn)
+            if seconds is not None:
+                self.last_seconds = seconds
+            return jnp.asarray(action, jnp.int32)
         if self.engine:
             move = self.player.move(key, states)
             self.last_seconds = move.seconds
@@ -92,25 +136,30 @@ class _Side:
             self.player.played(actions)
 
     def stats(self) -> PlayerStats:
+        if self.host:
+            return self.player.stats()
         moves = max(self.moves, 1)
         sims = self.simulations / self.counted if self.engine and self.counted else None
         return PlayerStats(self.moves, self.seconds / moves, sims)
 
 
-def play_engine_arena(env: Env, player_a: EnginePlayer | Player,
-                      player_b: EnginePlayer | Player, *, key: jax.Array, num_games: int,
-                      max_steps: int | None = None, opening_plies: int = 0,
+def play_engine_arena(env: Env, player_a: EnginePlayer | Player | HostPlayer,
+                      player_b: EnginePlayer | Player | HostPlayer, *, key: jax.Array,
+                      num_games: int, max_steps: int | None = None, opening_plies: int = 0,
                       progress: Callable[[int, int], None] | None = None,
                       equal_time: bool = False
                       ) -> tuple[ArenaResult, PlayerStats, PlayerStats]:
     """Plays `num_games` games of A against B, one ply at a time from the host.
 
     The games, colours, openings and keys are `run_arena`'s on one device (A moves first in
-    the first ``ceil(num_games / 2)`` games). Engine players start fresh (`reset`).
+    the first ``ceil(num_games / 2)`` games). Engine players start fresh (`reset`), host
+    players too (`HostPlayer.start`). A game a host player forfeits (action -1) counts as
+    its loss, and among its illegal moves (`ArenaResult.illegal_moves_*`).
 
     Args:
       env: the game.
-      player_a, player_b: `EnginePlayer`s (a clock, kept trees) or plain players.
+      player_a, player_b: `EnginePlayer`s (a clock, kept trees), plain players or
+        `HostPlayer`s (external engines, asked game by game).
       key: the arena's PRNG key.
       num_games: B.
       max_steps: the ply limit (default `default_max_steps`); games still running are draws.
@@ -119,6 +168,9 @@ def play_engine_arena(env: Env, player_a: EnginePlayer | Player,
       equal_time: A (an `EnginePlayer`) thinks, on each ply, as long as B took on that ply
         (B moves first in each ply; on a ply where B has no game to move, A keeps the last
         time): equal time against an opponent of fixed depth or count, whatever the machine.
+        Against a `HostPlayer`, A's one search of its games on a ply gets as long as B's
+        moves on that ply took together; on a ply where B only played hops it already
+        knew, A keeps the last time.
 
     Returns:
       (A's `ArenaResult`, A's `PlayerStats`, B's `PlayerStats`).
@@ -133,6 +185,8 @@ def play_engine_arena(env: Env, player_a: EnginePlayer | Player,
     for side in sides:
         if side.engine:
             side.player.reset()
+        elif side.host:
+            side.player.start(num_games)
     no_moves = jnp.zeros((num_games,), jnp.int32)
     totals = jnp.zeros((num_games, 2), jnp.float32)
     bad_a = bad_b = jnp.int32(0)

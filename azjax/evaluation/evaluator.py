@@ -4,11 +4,14 @@ One compiled call scores the raw network (argmax of the masked prior) and greedy
 (argmax of the final search policy) against the game's perfect-play oracle; another plays
 search against each baseline opponent, both colours. The params are an argument, so each call
 compiles once per run, not once per evaluation. (`azjax eval` measures a saved agent with the
-same scorer and arena: `azjax.evaluation.measure`.)
+same scorer and arena: `azjax.evaluation.measure`.) An external engine among the opponents
+(``cb:PATH[@SECONDS]``, draughts) plays its arena ply by ply from the host
+(`play_engine_arena`), against the same search at the same count, after the compiled ones.
 """
 
 from __future__ import annotations
 
+import sys
 import warnings
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -18,7 +21,8 @@ import jax
 import jax.numpy as jnp
 
 from azjax.agent import default_simulations
-from azjax.config import ConfigError, ExperimentConfig
+from azjax.config import ConfigError, ExperimentConfig, is_engine_name
+from azjax.engine_player import EnginePlayer
 from azjax.envs.core import Env, GameState
 from azjax.evaluation.arena import (
     PAIRED_OPENING_PLIES,
@@ -28,6 +32,8 @@ from azjax.evaluation.arena import (
     wdl_summary,
 )
 from azjax.evaluation.baselines import Player
+from azjax.evaluation.checkerboard import CheckerBoardPlayer, engine_player
+from azjax.evaluation.engine_arena import play_engine_arena
 from azjax.evaluation.oracle import OracleSet, has_oracle, load_oracle, oracle_files
 from azjax.evaluation.oracle_score import (
     count_oracle_errors,
@@ -98,7 +104,10 @@ class Evaluator:
                  search_fn: Callable, *, params_example: Any = None):
         self.env, self.config = env, config
         self.num_simulations = default_simulations(config)
-        self.opponents = {name: make_opponent(env, name) for name in config.eval.opponents}
+        self.opponents = {name: make_opponent(env, name) for name in config.eval.opponents
+                          if not is_engine_name(name)}
+        self.engines = _start_engines(env, config.eval.opponents)
+        self._search_engine = None  # the engine arenas' search, made at their first use
         self.apply_fn = apply_fn
         self.search_fn = search_fn
         self._compiled: dict[str, Any] = {}
@@ -241,7 +250,30 @@ class Evaluator:
             results = self._call("arena", params, k_arena)
             for name in self.opponents:
                 metrics.update(arena_metrics(name, ArenaResult.from_outcomes(*results[name])))
-        metrics["eval/perfect"] = oracle_bar and is_perfect(metrics, tuple(self.opponents))
+        if self.engines and (arenas or oracle_bar):
+            metrics.update(self._engine_arenas(params, k_arena))
+        metrics["eval/perfect"] = oracle_bar and is_perfect(metrics, self.config.eval.opponents)
+        return metrics
+
+    def _engine_arenas(self, params: Any, key: jax.Array) -> dict[str, Any]:
+        """The arenas against external engines, one each, ply by ply from the host: greedy
+        search at the evaluation's count (an `EnginePlayer` without a clock, whose compiled
+        pieces serve every evaluation) against the engine; `arena_metrics` and
+        ``eval/vs_<name>/forfeits`` per engine."""
+        if self._search_engine is None:
+            from azjax.core.search import make_search_engine
+
+            self._search_engine = make_search_engine(self.env, self.apply_fn,
+                                                     self.config.search)
+        metrics: dict[str, Any] = {}
+        for i, (name, engine) in enumerate(self.engines.items()):
+            me = EnginePlayer(self._search_engine, {"params": params},
+                              num_simulations=self.num_simulations, keep_tree=False)
+            result, _, theirs = play_engine_arena(
+                self.env, me, engine, key=jax.random.fold_in(key, 1 + len(self.opponents) + i),
+                num_games=self.config.eval.arena_games, opening_plies=arena_opening_plies(name))
+            metrics.update(arena_metrics(name, result))
+            metrics[f"eval/vs_{name}/forfeits"] = theirs.forfeits
         return metrics
 
     def summary_line(self, iteration: int, record: dict[str, Any]) -> str:
@@ -251,11 +283,29 @@ class Evaluator:
         if "eval/oracle/raw_error" in record:
             parts.append(f"oracle err raw {record['eval/oracle/raw_error']:5.2f}% "
                          f"search {record['eval/oracle/search_error']:5.2f}%")
-        parts += [line for name in self.opponents
+        parts += [line for name in self.config.eval.opponents
                   if (line := wdl_summary(name, record)) is not None]
         if record.get("eval/perfect"):
             parts.append("PERFECT")
         return " | ".join(parts)
+
+
+def _start_engines(env: Env, names: tuple[str, ...]) -> dict[str, CheckerBoardPlayer]:
+    """The external engines among `names`, started (their forfeits reported on standard
+    error); ConfigError naming `eval.opponents` when one cannot be."""
+    engines = {}
+    for name in filter(is_engine_name, names):
+        try:
+            engines[name] = engine_player(env, name, report=_to_stderr)
+        except ValueError as error:
+            for engine in engines.values():
+                engine.close()
+            raise ConfigError(f"eval.opponents: {error}") from None
+    return engines
+
+
+def _to_stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
 
 
 def _rotating_player(players: list[Player], num_games: int) -> Player:

@@ -15,6 +15,7 @@ import jax
 import jax.numpy as jnp
 
 from azjax.agent import Agent
+from azjax.config import is_engine_name
 from azjax.evaluation.arena import (
     arena_devices,
     arena_metrics,
@@ -22,6 +23,7 @@ from azjax.evaluation.arena import (
     elo_difference,
     play_arena,
 )
+from azjax.evaluation.checkerboard import check_engine_opponent, engine_player
 from azjax.evaluation.engine_arena import PlayerStats, play_engine_arena
 from azjax.evaluation.oracle import load_oracle
 from azjax.evaluation.oracle_score import error_percent, oracle_error_metrics, oracle_errors
@@ -47,8 +49,9 @@ def measure_agent(agent: Agent, *, against: list[str], oracle: str | None, games
     Args:
       agent: the evaluated agent; it plays greedy search with `num_simulations` (None: its
         model's default).
-      against: opponents: random, greedy, mcts:N, alphabeta:D or another agent's spec; []
-        plays random and greedy when there is no oracle, nothing otherwise.
+      against: opponents: random, greedy, mcts:N, alphabeta:D, an external engine
+        ``cb:PATH[@SECONDS]`` (draughts; `azjax.evaluation.checkerboard`) or another agent's
+        spec; [] plays random and greedy when there is no oracle, nothing otherwise.
       oracle: None for no oracle scoring; "" for the game's default oracle; else a directory
         of oracle files. Scores the raw network and greedy search on every position of every
         set, or on its first `oracle_positions`.
@@ -72,7 +75,9 @@ def measure_agent(agent: Agent, *, against: list[str], oracle: str | None, games
 
     With a time per move, or a model that keeps its tree between moves (`search.tree_reuse`),
     the arenas are played ply by ply from the host (`azjax.evaluation.engine_arena`) and
-    report each side's seconds and simulations per move.
+    report each side's seconds and simulations per move. An external engine always plays
+    there; the games it forfeits (a crash, a hang, an illegal move: one line each) count as
+    its losses, and their number is ``eval/vs_<name>/forfeits``.
 
     Returns:
       (metrics under the training run's keys: `eval/oracle/...`, `eval/vs_<name>/...`;
@@ -101,11 +106,7 @@ def measure_agent(agent: Agent, *, against: list[str], oracle: str | None, games
         metrics.update(_measure_oracle(agent, sims, key, oracle, oracle_positions, emit,
                                        movetime))
     opponents = against or (["random", "greedy"] if oracle is None else [])
-    if opening_plies is not None and opening_plies < 0:
-        raise ValueError(f"opening plies must be >= 0, got {opening_plies}")
-    if opponent_simulations is not None and all(map(is_baseline, opponents)):
-        raise ValueError("opponent simulations apply to agent opponents (a model SPEC); none "
-                         f"of {opponents} is one (mcts:N names its own rollouts)")
+    _check_arenas(agent, opponents, opponent_simulations, opening_plies)
     if opponents:  # the count of devices is part of what makes an arena's result repeatable
         metrics["eval/arena_devices"] = len(arena_devices(games))
         if (note := arena_split_note(games)) is not None:
@@ -117,6 +118,20 @@ def measure_agent(agent: Agent, *, against: list[str], oracle: str | None, games
     return metrics, lines
 
 
+def _check_arenas(agent: Agent, opponents: list[str], opponent_simulations: int | None,
+                  opening_plies: int | None) -> None:
+    """Refuses, before any game, what `measure_agent`'s arenas cannot play: negative opening
+    plies, opponent simulations without an agent opponent, an engine for another game."""
+    for name in filter(is_engine_name, opponents):
+        check_engine_opponent(agent.env, name)
+    if opening_plies is not None and opening_plies < 0:
+        raise ValueError(f"opening plies must be >= 0, got {opening_plies}")
+    if opponent_simulations is not None and all(
+            is_baseline(name) or is_engine_name(name) for name in opponents):
+        raise ValueError("opponent simulations apply to agent opponents (a model SPEC); none "
+                         f"of {opponents} is one (mcts:N names its own rollouts)")
+
+
 def _play_arenas(agent: Agent, opponents: list[str], sims: int, key: jax.Array, games: int,
                  metrics: dict[str, Any], emit: Callable[[str], None], *, progress: bool,
                  opponent_simulations: int | None, opening_plies: int | None,
@@ -124,23 +139,25 @@ def _play_arenas(agent: Agent, opponents: list[str], sims: int, key: jax.Array, 
                  equal_time: bool = False) -> None:
     """`measure_agent`'s arenas, one per opponent, into `metrics` and lines. With a clock or
     a kept tree they are played ply by ply (`play_engine_arena`) and report their pace."""
-    engine = movetime is not None or agent.config.search.tree_reuse or equal_time
+    clocked = movetime is not None or agent.config.search.tree_reuse or equal_time
     for name in opponents:
+        engine = clocked or is_engine_name(name)
         if equal_time:  # the first move's time, until the opponent's is measured
             movetime = movetime or 1.0
-        me = (agent.player(num_simulations=sims, movetime=movetime) if engine
-              else search_player(agent.search_fn, agent.params, sims))
         opponent, plies = _opponent(agent, name, opponent_simulations, metrics, emit,
                                     engine=engine, movetime=opponent_movetime)
         plies = plies if opening_plies is None else opening_plies
-        with arena_bar(name, games, progress) as tick:
-            if engine:
-                result, mine, theirs = play_engine_arena(
-                    agent.env, me, opponent, key=key, num_games=games, opening_plies=plies,
-                    progress=tick, equal_time=equal_time)
-            else:
-                result = play_arena(agent.env, me, opponent, key=key, num_games=games,
-                                    opening_plies=plies, progress=tick)
+        with contextlib.closing(opponent) if is_engine_name(name) else contextlib.nullcontext():
+            me = (agent.player(num_simulations=sims, movetime=movetime) if clocked
+                  else search_player(agent.search_fn, agent.params, sims))
+            with arena_bar(name, games, progress) as tick:
+                if engine:
+                    result, mine, theirs = play_engine_arena(
+                        agent.env, me, opponent, key=key, num_games=games,
+                        opening_plies=plies, progress=tick, equal_time=equal_time)
+                else:
+                    result = play_arena(agent.env, me, opponent, key=key, num_games=games,
+                                        opening_plies=plies, progress=tick)
         metrics.update(arena_metrics(name, result))
         metrics[f"eval/vs_{name}/opening_plies"] = plies
         openings = f"; {plies} paired random opening plies" if plies else ""
@@ -152,10 +169,15 @@ def _play_arenas(agent: Agent, opponents: list[str], sims: int, key: jax.Array, 
 
 
 def _pace(name: str, stats: PlayerStats) -> str:
-    """`agent 0.201 s and 412 simulations per move` (the simulations when it searched)."""
+    """`agent 0.201 s and 412 simulations per move` (the simulations when it searched);
+    `cb:/x/cake.so 0.104 s per game move over 212 moves, 1 game forfeited` (an engine)."""
     sims = (f" and {stats.simulations_per_move:.0f} simulations"
             if stats.simulations_per_move is not None else "")
-    return f"{name} {stats.seconds_per_move:.3f} s{sims} per move"
+    if not stats.per_game_move:
+        return f"{name} {stats.seconds_per_move:.3f} s{sims} per move"
+    forfeits = f", {stats.forfeits} game{'s' * (stats.forfeits != 1)} forfeited"
+    return (f"{name} {stats.seconds_per_move:.3f} s per game move over {stats.moves} "
+            f"moves{forfeits}")
 
 
 def _engine_metrics(name: str, mine: PlayerStats, theirs: PlayerStats) -> dict[str, float]:
@@ -166,6 +188,8 @@ def _engine_metrics(name: str, mine: PlayerStats, theirs: PlayerStats) -> dict[s
         metrics[f"eval/vs_{name}/{prefix}seconds_per_move"] = stats.seconds_per_move
         if stats.simulations_per_move is not None:
             metrics[f"eval/vs_{name}/{prefix}simulations_per_move"] = stats.simulations_per_move
+    if theirs.per_game_move:
+        metrics[f"eval/vs_{name}/forfeits"] = theirs.forfeits
     return metrics
 
 
@@ -227,7 +251,14 @@ def _opponent(agent: Agent, name: str, opponent_simulations: int | None,
               movetime: float | None = None) -> tuple[Any, int]:
     """(the player of opponent `name`, the arena's paired random opening plies:
     `arena_opening_plies`). An agent opponent plays greedy search (with `engine`, as an
-    `EnginePlayer` on `movetime`); its simulations go into `metrics` and a line."""
+    `EnginePlayer` on `movetime`); its simulations go into `metrics` and a line. An external
+    engine (``cb:PATH[@SECONDS]``) is a `CheckerBoardPlayer`, its forfeits reported as they
+    happen; the caller closes it."""
+    if is_engine_name(name):
+        player = engine_player(agent.env, name, report=emit)
+        about = f"{player.engine_name!r}, " if player.engine_name else ""
+        emit(f"opponent {name}: {about}an external engine, {player.seconds:g} s per move")
+        return player, arena_opening_plies(name)
     if is_baseline(name):
         return make_opponent(agent.env, name), arena_opening_plies(name)
     other = Agent.load(name)

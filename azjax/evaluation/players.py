@@ -13,12 +13,13 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from azjax.config import BASELINES, baseline_forms, baseline_kind, parse_baseline
+from azjax.config import BASELINES, baseline_forms, baseline_kind, is_engine_name, parse_baseline
 from azjax.core.search import masked_logits
 from azjax.envs.core import Env, GameState
 from azjax.evaluation import alphabeta, baselines
 from azjax.evaluation.arena import PAIRED_OPENING_PLIES
 from azjax.evaluation.baselines import Player
+from azjax.evaluation.checkerboard import ENGINE_OPENING_PLIES
 
 __all__ = ["OPPONENT_MAKERS", "arena_opening_plies", "is_baseline", "make_opponent",
            "network_player", "search_player", "searching_baseline"]
@@ -55,7 +56,11 @@ def arena_opening_plies(name: str) -> int:
     exactly equal value): from the start position two such players replay a handful of games
     however many are asked for, and a score over them counts far fewer independent games than
     it seems to. 0 against random, greedy and mcts:N, which sample their moves.
+    `ENGINE_OPENING_PLIES` (3, checkers' three-move ballot) against an external engine
+    (``cb:PATH[@SECONDS]``), whose book would otherwise replay its games.
     """
+    if is_engine_name(name):
+        return ENGINE_OPENING_PLIES
     kind = baseline_kind(name)
     if kind is not None and not BASELINES[kind].fixed_moves:
         return 0

@@ -21,10 +21,12 @@ from typing import Any
 import jax
 
 from azjax import envs
+from azjax.config import is_engine_name
 from azjax.evaluation.arena import PAIRED_OPENING_PLIES, ArenaResult
+from azjax.evaluation.checkerboard import engine_player
 from azjax.evaluation.players import make_opponent
 from azjax.training.elo import fit_elo
-from azjax.training.ladder_arena import paired_arena
+from azjax.training.ladder_arena import engine_match, paired_arena
 
 __all__ = ["AnchorTable", "load_anchors", "rate_anchors"]
 
@@ -99,6 +101,27 @@ def load_anchors(path: str | Path) -> AnchorTable:
                          ) from None
 
 
+def _round_robin(env: Any, names: list[str], players: list[Any], key: jax.Array,
+                 games_per_pair: int, opening_plies: int,
+                 progress: Callable[[str], None] | None) -> list[tuple[str, str, ArenaResult]]:
+    """`rate_anchors`' matches, each pair once; match m plays with ``fold_in(key, m)``."""
+    matches = []
+    for i, a in enumerate(names):
+        for j in range(i + 1, len(names)):
+            match_key = jax.random.fold_in(key, len(matches))
+            if is_engine_name(a) or is_engine_name(names[j]):
+                result = engine_match(env, players[i], players[j], games_per_pair,
+                                      opening_plies, match_key)
+            else:
+                arena = jax.jit(functools.partial(paired_arena, env, players[i], players[j],
+                                                  games_per_pair, opening_plies))
+                result = ArenaResult.from_outcomes(*arena(match_key))
+            matches.append((a, names[j], result))
+            if progress is not None:
+                progress(f"{a:>14} vs {names[j]:<14} {result}")
+    return matches
+
+
 def rate_anchors(game: str, baselines: Iterable[str], *, key: jax.Array,
                  games_per_pair: int = 200, opening_plies: int = PAIRED_OPENING_PLIES,
                  progress: Callable[[str], None] | None = None) -> AnchorTable:
@@ -106,7 +129,9 @@ def rate_anchors(game: str, baselines: Iterable[str], *, key: jax.Array,
 
     Args:
       game: the game id.
-      baselines: names for `make_opponent` (random, greedy, mcts:N, alphabeta:D).
+      baselines: names for `make_opponent` (random, greedy, mcts:N, alphabeta:D), or
+        external engines ``cb:PATH[@SECONDS]`` (draughts; their matches are played ply by
+        ply from the host, `engine_match`; a game an engine forfeits is its loss).
       key: PRNG key; match m plays with ``fold_in(key, m)``.
       games_per_pair: games per pairing, even (half with each colour).
       opening_plies: paired random opening plies of every game (as the ladder's).
@@ -121,17 +146,15 @@ def rate_anchors(game: str, baselines: Iterable[str], *, key: jax.Array,
         raise ValueError(f"games_per_pair must be even and >= 2, got {games_per_pair}")
     env = envs.make(game)
     names = list(dict.fromkeys(["random", *baselines]))
-    players = [make_opponent(env, name) for name in names]
-    matches = []
-    for i, a in enumerate(names):
-        for j in range(i + 1, len(names)):
-            match_key = jax.random.fold_in(key, len(matches))
-            arena = jax.jit(functools.partial(paired_arena, env, players[i], players[j],
-                                              games_per_pair, opening_plies))
-            result = ArenaResult.from_outcomes(*arena(match_key))
-            matches.append((a, names[j], result))
-            if progress is not None:
-                progress(f"{a:>14} vs {names[j]:<14} {result}")
+    players = [engine_player(env, name, report=progress) if is_engine_name(name)
+               else make_opponent(env, name) for name in names]
+    try:
+        matches = _round_robin(env, names, players, key, games_per_pair, opening_plies,
+                               progress)
+    finally:
+        for name, player in zip(names, players, strict=True):
+            if is_engine_name(name):
+                player.close()
     fit = fit_elo(names, matches, anchor="random")
     return AnchorTable(
         game=env.name, ratings={n: fit[n][0] for n in names},

@@ -7,7 +7,8 @@
 included), plays each (greedy search) against its neighbours in the ladder and against each
 baseline, plays the baselines against each other, and fits Elo ratings with random = 0 by
 `fit_elo`. Every match starts its games from paired random openings, and all of them share
-one compiled arena (`azjax.training.ladder_arena`).
+one compiled arena (`azjax.training.ladder_arena`), but those of an external engine
+(``cb:PATH[@SECONDS]``, draughts), which are played ply by ply from the host.
 
 Anchored ladders: given an anchor table (`rate_anchors`, `load_anchors`; see
 `azjax.training.anchors`), a ladder holds the table's ratings fixed and fits only the
@@ -21,6 +22,7 @@ from here.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 from collections.abc import Callable, Iterable
@@ -33,13 +35,15 @@ import numpy as np
 
 from azjax import envs
 from azjax.agent import default_simulations
+from azjax.config import is_engine_name
 from azjax.core.search import make_network_search
 from azjax.evaluation.arena import PAIRED_OPENING_PLIES, ArenaResult
-from azjax.evaluation.players import make_opponent
+from azjax.evaluation.checkerboard import engine_player
+from azjax.evaluation.players import make_opponent, search_player
 from azjax.model_files import CheckpointError, load_model, snapshot_dirs
 from azjax.training.anchors import AnchorTable, load_anchors, rate_anchors
 from azjax.training.elo import fit_elo
-from azjax.training.ladder_arena import ladder_arena
+from azjax.training.ladder_arena import engine_match, ladder_arena
 from azjax.training.ladder_result import LadderPlayer, LadderResult, format_ladder, plot_ladder
 from azjax.training.metrics import read_metrics
 
@@ -66,7 +70,9 @@ def run_ladder(
       key: PRNG key; match m plays with ``fold_in(key, m)``.
       games_per_pair: games per pairing, even (half with each colour).
       simulations: greedy search simulations (default: the model's evaluation default).
-      baselines: names for `make_opponent` (random, greedy, mcts:N); random is always added.
+      baselines: names for `make_opponent` (random, greedy, mcts:N), or external engines
+        ``cb:PATH[@SECONDS]`` (draughts; a game an engine forfeits is its loss); random is
+        always added.
       max_snapshots: at most this many snapshots, spread over the run, first and last included.
       opening_plies: random plies opening each pair of games (see the module docstring).
       progress: called with one line per match played (e.g. ``print``).
@@ -97,11 +103,9 @@ def run_ladder(
     search_fn = make_network_search(env, config.network, config.search)
     meta0 = loaded[0][2]
     sims = int(simulations or meta0.get("num_simulations") or default_simulations(config))
-    opponents = [make_opponent(env, name) for name in baseline_names]
     snapshots = _snapshots(run_dir, loaded)
-    arena = ladder_arena(env, search_fn, sims, opponents, num_games=games_per_pair,
-                          opening_plies=opening_plies)
-    matches = _play_matches(arena, key, baseline_names, snapshots, progress, set(fixed))
+    matches = _ladder_matches(env, search_fn, sims, baseline_names, snapshots, key,
+                              games_per_pair, opening_plies, progress, set(fixed))
     names = baseline_names + [s.name for s in snapshots]
     ratings = fit_elo(names, [(a, b, r) for a, b, r in matches], anchor="random", fixed=fixed)
     players = [LadderPlayer(name, "baseline", *ratings[name]) for name in baseline_names]
@@ -155,14 +159,53 @@ def _snapshots(run_dir: Path, loaded: list) -> list[_Snapshot]:
     return snapshots
 
 
+def _ladder_matches(env: Any, search_fn: Callable, sims: int, baseline_names: list[str],
+                    snapshots: list[_Snapshot], key: jax.Array, games: int, opening_plies: int,
+                    progress: Callable[[str], None] | None,
+                    fixed: set[str]) -> list[tuple[str, str, ArenaResult]]:
+    """`_play_matches` with the ladder's one compiled arena, and its external engines started
+    for their matches (and stopped after them)."""
+    engines = {name: engine_player(env, name, report=progress)
+               for name in baseline_names if is_engine_name(name)}
+    try:
+        opponents = [make_opponent(env, name) for name in baseline_names if name not in engines]
+        arena = ladder_arena(env, search_fn, sims, opponents, num_games=games,
+                             opening_plies=opening_plies)
+        host = functools.partial(_host_match, env, engines, search_fn, sims, games,
+                                 opening_plies)
+        return _play_matches(arena, key, baseline_names, snapshots, progress, fixed, host)
+    finally:
+        for engine in engines.values():
+            engine.close()
+
+
+def _host_match(env: Any, engines: dict[str, Any], search_fn: Callable, sims: int,
+                games: int, opening_plies: int, a: str, b: str, params_of: dict[str, Any],
+                key: jax.Array) -> ArenaResult:
+    """A match of the ladder with an external engine (`engine_match`): a snapshot plays its
+    greedy search, a baseline itself, an engine its `CheckerBoardPlayer`."""
+
+    def player(name: str) -> Any:
+        if name in engines:
+            return engines[name]
+        if name in params_of:
+            return search_player(search_fn, params_of[name], sims)
+        return make_opponent(env, name)
+
+    return engine_match(env, player(a), player(b), games, opening_plies, key)
+
+
 def _play_matches(arena: Callable, key: jax.Array, baseline_names: list[str],
                   snapshots: list[_Snapshot], progress: Callable[[str], None] | None,
-                  fixed: set[str] = frozenset()) -> list[tuple[str, str, ArenaResult]]:
+                  fixed: set[str] = frozenset(), host: Callable | None = None
+                  ) -> list[tuple[str, str, ArenaResult]]:
     """The ladder's matches, in order: the baselines among themselves (but two `fixed` ones),
     each snapshot against each baseline, each snapshot against the next; match m plays with
-    ``fold_in(key, m)``."""
+    ``fold_in(key, m)``. A match with an external engine is ``host(a, b, params_of, key)``
+    (`_host_match`); the others are the compiled `arena`'s."""
     params_of = {s.name: s.params for s in snapshots}
-    which = {name: i + 1 for i, name in enumerate(baseline_names)}
+    compiled = [name for name in baseline_names if not is_engine_name(name)]
+    which = {name: i + 1 for i, name in enumerate(compiled)}
     dummy = snapshots[0].params  # a baseline's (unused) params
     pairs = [(a, b) for i, a in enumerate(baseline_names) for b in baseline_names[i + 1:]
              if not (a in fixed and b in fixed)]
@@ -171,9 +214,12 @@ def _play_matches(arena: Callable, key: jax.Array, baseline_names: list[str],
     matches: list[tuple[str, str, ArenaResult]] = []
     for a, b in pairs:
         match_key = jax.random.fold_in(key, len(matches))
-        outcomes = arena(params_of.get(a, dummy), jnp.int32(which.get(a, 0)),
-                         params_of.get(b, dummy), jnp.int32(which.get(b, 0)), match_key)
-        result = ArenaResult.from_outcomes(*outcomes)
+        if is_engine_name(a) or is_engine_name(b):
+            result = host(a, b, params_of, match_key)
+        else:
+            outcomes = arena(params_of.get(a, dummy), jnp.int32(which.get(a, 0)),
+                             params_of.get(b, dummy), jnp.int32(which.get(b, 0)), match_key)
+            result = ArenaResult.from_outcomes(*outcomes)
         matches.append((a, b, result))
         if progress is not None:
             progress(f"{a:>12} vs {b:<12} {result}")

@@ -8,7 +8,9 @@ opening from both seats).
 
 A ladder compiles once: the params are traced arguments and each side picks its player (a
 snapshot's search or a baseline) with a `lax.switch`, so every pairing shares one compiled
-arena (`ladder_arena`), whatever the number of snapshots and baselines.
+arena (`ladder_arena`), whatever the number of snapshots and baselines. A match with an
+external engine (``cb:PATH[@SECONDS]``) cannot live in a compiled program: it is played ply
+by ply from the host (`engine_match`), from the same paired openings.
 """
 
 from __future__ import annotations
@@ -20,12 +22,13 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from azjax.evaluation.arena import run_arena
+from azjax.evaluation.arena import ArenaResult, run_arena
 from azjax.evaluation.baselines import Player
+from azjax.evaluation.engine_arena import HostPlayer, play_engine_arena
 from azjax.evaluation.hashing import derive_key, hash_seeds
 from azjax.evaluation.players import search_player
 
-__all__ = ["ladder_arena", "paired_arena"]
+__all__ = ["engine_match", "ladder_arena", "paired_arena"]
 
 
 def paired_arena(env, player_a: Player, player_b: Player, num_games: int, opening_plies: int,
@@ -35,6 +38,16 @@ def paired_arena(env, player_a: Player, player_b: Player, num_games: int, openin
     return run_arena(derive_key(key, jnp.uint32(1)), env=env, player_a=player_a,
                      player_b=player_b, num_games=num_games, opening_plies=opening_plies,
                      opening_seed=hash_seeds(derive_key(key, jnp.uint32(0)), 1)[0])
+
+
+def engine_match(env, player_a: Player | HostPlayer, player_b: Player | HostPlayer,
+                 num_games: int, opening_plies: int, key: jax.Array) -> ArenaResult:
+    """A's result against B, one of them an external engine (a `HostPlayer`), played ply by
+    ply from the host (`play_engine_arena`) from paired openings, its keys derived from
+    `key` as `paired_arena`'s. A game the engine forfeits is its loss."""
+    result, _, _ = play_engine_arena(env, player_a, player_b, key=derive_key(key, jnp.uint32(1)),
+                                     num_games=num_games, opening_plies=opening_plies)
+    return result
 
 
 def ladder_arena(env, search_fn: Callable, num_simulations: int, opponents: list[Player], *,
