@@ -248,9 +248,9 @@ class FakeClock:
 
 def test_at_equal_time_the_agent_thinks_as_long_as_the_engine_did(env, built, tmp_path,
                                                                   monkeypatch):
-    """The engine's moves read a fake clock (0.25 s each); on each ply the agent's clock is
-    set to what the engine's moves on that ply took together (a ply of only a multi-jump's
-    later hops keeps the last time)."""
+    """The engine's moves read a fake clock (0.25 s each); on each ply the agent's clock for
+    its search of the batch is set to the engine's mean time per move on that ply times the
+    games (a ply of only a multi-jump's later hops keeps the last time)."""
     from azjax import engine_player as engine_player_module
     from azjax.apps.turns import untrained_agent
 
@@ -260,7 +260,7 @@ def test_at_equal_time_the_agent_thinks_as_long_as_the_engine_did(env, built, tm
     me = agent.player(movetime=1.0, keep_tree=False)
     library = install(built, tmp_path)
     engine = CheckerBoardPlayer(env, f"cb:{library}", clock=FakeClock(0.25))
-    given, expected, took = [], [], [1.0]  # the agent's first time, until the engine's
+    given, expected, took = [], [], [0.5]  # the agent's first time per game (1 s / 2 games)
     engine_move, agent_move = engine.move, me.move
 
     def timed_engine(states, turn):
@@ -271,7 +271,7 @@ def test_at_equal_time_the_agent_thinks_as_long_as_the_engine_did(env, built, tm
 
     def timed_agent(key, states):
         given.append(me.movetime)
-        expected.append(took[-1])
+        expected.append(took[-1] * 2)  # two games in the batch
         return agent_move(key, states)
 
     engine.move, me.move = timed_engine, timed_agent
@@ -280,8 +280,8 @@ def test_at_equal_time_the_agent_thinks_as_long_as_the_engine_did(env, built, tm
                                              num_games=2, opening_plies=3, equal_time=True)
     assert result.num_games == 2 and stats.forfeits == 0
     assert stats.seconds_per_move == pytest.approx(0.25)
-    assert given == expected  # B moves first on each ply: A gets the time it took
-    assert 0.25 in given and set(given) <= {0.25, 0.5}  # one or two engine games on a ply
+    assert given == expected  # B moves first on each ply: A gets the time it took per move
+    assert set(given) == {0.5}  # 0.25 s a move, per game of the two, however many B moved in
 
 
 def test_eval_against_an_engine_from_the_command_line(built, tmp_path):

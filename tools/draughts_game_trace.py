@@ -1,7 +1,10 @@
-"""How a draughts agent's games against a baseline go: material, draw counter and search value.
+"""How a draughts agent's games against a baseline or an engine go: material, draw counter and
+search value, and where the lost games were lost.
 
     python tools/draughts_game_trace.py draughts --against mcts:1000 --games 8 \
         --simulations 1024 --seed 1 [--opening-plies 2] [--every 6] [--save games.npz]
+    python tools/draughts_game_trace.py draughts --against cb:PATH/cake.so@0.1 --games 20 \
+        --seed 0 --opening-plies 3
 
 The agent plays one colour in every game (White for an odd seed, Black for an even one), move by
 move in a host loop over a batch of games, so the traces can be kept; `azjax eval` plays the
@@ -10,6 +13,13 @@ uniformly random plies (`--opening-plies`, as arenas against alpha-beta do: two 
 players would otherwise replay the same game in every slot). Per game it prints the
 result, the length, the final material and the whole game's material balance seen from the agent
 (men 1, kings 1.5) every `--every` plies, with the draw counter and the agent's search value.
+An engine opponent (`cb:PATH[@SECONDS]`, docs/engines.md) moves on the host, one game at a
+time; a game it forfeits counts as its loss.
+
+The summary at the end places each lost game's decisive moment: the ply after which the agent's
+material balance (men 1, kings 1.5) stayed below zero to the end (for a loss with material
+level or ahead at the end, the last ply), in the opening (before ply 20), the middle game, or
+the ending (10 pieces or fewer on the board), with the balance and the pieces left there.
 What such traces show for the shipped model is in docs/results.md ("Draughts").
 """
 
@@ -23,7 +33,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from azjax.agent import Agent
+from azjax.config import is_engine_name
 from azjax.evaluation.players import make_opponent
+
+OPENING_PLIES = 20  # plies of the opening, for the summary
+ENDING_PIECES = 10  # pieces on the board at most in an ending, for the summary
 
 
 def _material(board: np.ndarray, sign: int) -> tuple[int, int, int, int]:
@@ -43,7 +57,14 @@ def play(agent: Agent, opponent_name: str, games: int, simulations: int, seed: i
     """Plays the games, each opening with `opening_plies` uniformly random plies; returns
     per-ply arrays [T, B], the final boards [B, 32] and the agent's result per game [B]."""
     env = agent.env
-    opponent = jax.jit(make_opponent(env, opponent_name))
+    engine = None
+    if is_engine_name(opponent_name):
+        from azjax.evaluation.checkerboard import engine_player
+
+        engine = engine_player(env, opponent_name, report=print)
+        engine.start(games)
+    else:
+        opponent = jax.jit(make_opponent(env, opponent_name))
     random_player = jax.jit(make_opponent(env, "random"))
     step = jax.jit(jax.vmap(env.step))
     me = seed % 2  # White (player 1) for odd seeds, Black for even ones
@@ -61,6 +82,9 @@ def play(agent: Agent, opponent_name: str, games: int, simulations: int, seed: i
         mover = np.asarray(states.current_player)
         if ply < opening_plies:  # the opponent's search would be thrown away: skip it
             action = np.asarray(random_player(k_opponent, states))
+        elif engine is not None:
+            theirs, _ = engine.move(states, (mover != me) & ~done)
+            action = np.where(mover == me, np.asarray(out.action), theirs)
         else:
             theirs = np.asarray(opponent(k_opponent, states))
             action = np.where(mover == me, np.asarray(out.action), theirs)
@@ -68,11 +92,15 @@ def play(agent: Agent, opponent_name: str, games: int, simulations: int, seed: i
         trace["player"].append(np.where(done, -1, mover))
         trace["counter"].append(np.asarray(states.counter))
         trace["value"].append(np.asarray(out.value))
+        forfeit = (action < 0) & ~done  # an engine's forfeit: the env scores it as its loss
         states = step(states, jnp.asarray(action, jnp.int32))
+        returns[forfeit] = np.where(np.arange(2) == me, 1.0, -1.0)
         returns += np.asarray(states.rewards)
         if ply % 20 == 0:
             print(f"ply {ply}: {time.time() - start:.0f} s, {int((~done).sum())} games live",
                   flush=True)
+    if engine is not None:
+        engine.close()
     result = {name: np.array(values) for name, values in trace.items()}
     result["me"] = me
     result["final_board"] = _boards(env, states, games)
@@ -103,6 +131,44 @@ def report(trace: dict, every: int) -> None:
         print("   " + " ".join(balance))
 
 
+def decisive_moments(trace: dict) -> list[tuple[int, int, str, float, int]]:
+    """For each lost game: (game, ply, phase, balance, pieces) at its decisive ply (see the
+    module docstring)."""
+    me = int(trace["me"])
+    sign = 1 if me == 0 else -1
+    out = []
+    for game in range(trace["final_board"].shape[0]):
+        if float(trace["rewards_me"][game]) != -1.0:
+            continue
+        length = int((trace["player"][:, game] >= 0).sum())
+        material = [_material(trace["board"][p, game], sign) for p in range(length)]
+        diffs = [m + 1.5 * k - tm - 1.5 * tk for m, k, tm, tk in material]
+        ply = length - 1
+        while diffs[-1] < 0 and ply > 0 and diffs[ply - 1] < 0:
+            ply -= 1
+        pieces = sum(material[ply])
+        phase = ("opening" if ply < OPENING_PLIES else "ending" if pieces <= ENDING_PIECES
+                 else "middle game")
+        out.append((game, ply, phase, diffs[ply], pieces))
+    return out
+
+
+def summary(trace: dict) -> None:
+    """Results, and where the lost games were lost (phase, ply, material)."""
+    rewards = trace["rewards_me"]
+    wins, draws, losses = (int((rewards == v).sum()) for v in (1.0, 0.0, -1.0))
+    print(f"agent: +{wins} ={draws} -{losses} over {len(rewards)} games")
+    moments = decisive_moments(trace)
+    for phase in ("opening", "middle game", "ending"):
+        mine = [m for m in moments if m[2] == phase]
+        if mine:
+            plies = sorted(m[1] for m in mine)
+            print(f"  lost in the {phase}: {len(mine)} (decisive ply median "
+                  f"{plies[len(plies) // 2]}, range {plies[0]}-{plies[-1]}; balance there "
+                  f"{np.mean([m[3] for m in mine]):+.1f} on average, "
+                  f"{np.mean([m[4] for m in mine]):.1f} pieces on the board)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("agent", help="a game id (shipped model), run dir or model dir")
@@ -121,6 +187,7 @@ def main() -> None:
     trace = play(agent, args.against, args.games, agent.search_simulations(args.simulations),
                  args.seed, args.opening_plies)
     report(trace, args.every)
+    summary(trace)
     if args.save:
         np.savez(args.save, **trace)
 

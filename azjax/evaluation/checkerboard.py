@@ -385,13 +385,13 @@ class CheckerBoardPlayer(HostPlayer):
         turn = np.asarray(turn)
         host = jax.device_get(states)
         actions = np.zeros(turn.shape, np.int32)
-        thought = None
+        thought = []
         for game in np.flatnonzero(turn).tolist():
             state = jax.tree.map(lambda x, g=game: x[g], host)
             actions[game], seconds = self._move_one(game, state)
             if seconds is not None:
-                thought = (thought or 0.0) + seconds
-        return actions, thought
+                thought.append(seconds)
+        return actions, float(np.mean(thought)) if thought else None
 
     def stats(self) -> PlayerStats:
         return PlayerStats(self.moves, self.seconds_total / max(self.moves, 1), None,

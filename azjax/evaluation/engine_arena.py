@@ -86,9 +86,9 @@ class HostPlayer(abc.ABC):
 
         Returns:
           (int32 [B] actions: a legal one in each game of `turn`, or -1 to forfeit that game,
-          anything elsewhere; the wall seconds it thought on this ply, summed over its games,
-          or None when it did not think: only moves it already knew, as a multi-jump's
-          later hops).
+          anything elsewhere; the mean wall seconds of the moves it thought on this ply, or
+          None when it did not think: only moves it already knew, as a multi-jump's later
+          hops).
         """
 
     @abc.abstractmethod
@@ -168,9 +168,10 @@ def play_engine_arena(env: Env, player_a: EnginePlayer | Player | HostPlayer,
       equal_time: A (an `EnginePlayer`) thinks, on each ply, as long as B took on that ply
         (B moves first in each ply; on a ply where B has no game to move, A keeps the last
         time): equal time against an opponent of fixed depth or count, whatever the machine.
-        Against a `HostPlayer`, A's one search of its games on a ply gets as long as B's
-        moves on that ply took together; on a ply where B only played hops it already
-        knew, A keeps the last time.
+        Against a `HostPlayer`, which thinks game by game, it is equal time per game move:
+        A's one search of the whole batch on a ply gets B's mean time per move on that ply
+        times B games, as much for each game as B took for each of its moves; on a ply
+        where B only played hops it already knew, A keeps the last time.
 
     Returns:
       (A's `ArenaResult`, A's `PlayerStats`, B's `PlayerStats`).
@@ -198,8 +199,9 @@ def play_engine_arena(env: Env, player_a: EnginePlayer | Player | HostPlayer,
         key_a, key_b = ply_keys(key, num_games, jnp.int32(t))
         thinking = t >= opening_plies
         act_b = sides[1].move(key_b, states, b_turn) if b_turn.any() and thinking else no_moves
-        if equal_time and b_turn.any() and thinking:
-            player_a.movetime = max(sides[1].last_seconds, 1e-3)  # B's time on this very ply
+        if equal_time and b_turn.any() and thinking:  # B's time on this very ply
+            per_batch = num_games if sides[1].host else 1  # a host player's is per game
+            player_a.movetime = max(sides[1].last_seconds * per_batch, 1e-3)
         act_a = sides[0].move(key_a, states, a_turn) if a_turn.any() and thinking else no_moves
         states, action, bad_a, bad_b = settle(states, jnp.int32(t), a_id, act_a, act_b,
                                               opening, bad_a, bad_b)
