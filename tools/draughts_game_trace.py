@@ -6,7 +6,8 @@ search value, and where the lost games were lost.
     python tools/draughts_game_trace.py draughts --against cb:PATH/cake.so@0.1 --games 20 \
         --seed 0 --opening-plies 3
 
-The agent plays one colour in every game (White for an odd seed, Black for an even one), move by
+The agent plays one colour in every game (White for an odd seed, Black for an even one; with
+`--both-colours`, Black in the even games and White in the odd ones), move by
 move in a host loop over a batch of games, so the traces can be kept; `azjax eval` plays the
 same match faster inside one compiled loop, but keeps only the results. Each game may open with
 uniformly random plies (`--opening-plies`, as arenas against alpha-beta do: two deterministic
@@ -53,7 +54,7 @@ def _boards(env, states, games: int) -> np.ndarray:
 
 
 def play(agent: Agent, opponent_name: str, games: int, simulations: int, seed: int,
-         opening_plies: int = 0) -> dict:
+         opening_plies: int = 0, both_colours: bool = False) -> dict:
     """Plays the games, each opening with `opening_plies` uniformly random plies; returns
     per-ply arrays [T, B], the final boards [B, 32] and the agent's result per game [B]."""
     env = agent.env
@@ -67,7 +68,8 @@ def play(agent: Agent, opponent_name: str, games: int, simulations: int, seed: i
         opponent = jax.jit(make_opponent(env, opponent_name))
     random_player = jax.jit(make_opponent(env, "random"))
     step = jax.jit(jax.vmap(env.step))
-    me = seed % 2  # White (player 1) for odd seeds, Black for even ones
+    # The agent's player id per game: White (1) for odd seeds, Black (0) for even ones.
+    me = (np.arange(games) if both_colours else np.full(games, seed)) % 2
     key = jax.random.PRNGKey(seed)
     states = jax.vmap(env.init)(jax.random.split(key, games))
     trace = {"board": [], "player": [], "counter": [], "value": []}
@@ -94,7 +96,7 @@ def play(agent: Agent, opponent_name: str, games: int, simulations: int, seed: i
         trace["value"].append(np.asarray(out.value))
         forfeit = (action < 0) & ~done  # an engine's forfeit: the env scores it as its loss
         states = step(states, jnp.asarray(action, jnp.int32))
-        returns[forfeit] = np.where(np.arange(2) == me, 1.0, -1.0)
+        returns[forfeit] = np.where(np.arange(2)[None] == me[forfeit][:, None], 1.0, -1.0)
         returns += np.asarray(states.rewards)
         if ply % 20 == 0:
             print(f"ply {ply}: {time.time() - start:.0f} s, {int((~done).sum())} games live",
@@ -104,15 +106,15 @@ def play(agent: Agent, opponent_name: str, games: int, simulations: int, seed: i
     result = {name: np.array(values) for name, values in trace.items()}
     result["me"] = me
     result["final_board"] = _boards(env, states, games)
-    result["rewards_me"] = returns[:, me]
+    result["rewards_me"] = returns[np.arange(games), me]
     return result
 
 
 def report(trace: dict, every: int) -> None:
-    me = int(trace["me"])
-    sign = 1 if me == 0 else -1
     outcomes = {1.0: "win", 0.0: "draw", -1.0: "loss"}
     for game in range(trace["final_board"].shape[0]):
+        me = int(trace["me"][game])
+        sign = 1 if me == 0 else -1
         live = trace["player"][:, game] >= 0
         length = int(live.sum())
         balance = []
@@ -134,12 +136,11 @@ def report(trace: dict, every: int) -> None:
 def decisive_moments(trace: dict) -> list[tuple[int, int, str, float, int]]:
     """For each lost game: (game, ply, phase, balance, pieces) at its decisive ply (see the
     module docstring)."""
-    me = int(trace["me"])
-    sign = 1 if me == 0 else -1
     out = []
     for game in range(trace["final_board"].shape[0]):
         if float(trace["rewards_me"][game]) != -1.0:
             continue
+        sign = 1 if int(trace["me"][game]) == 0 else -1
         length = int((trace["player"][:, game] >= 0).sum())
         material = [_material(trace["board"][p, game], sign) for p in range(length)]
         diffs = [m + 1.5 * k - tm - 1.5 * tk for m, k, tm, tk in material]
@@ -178,6 +179,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--opening-plies", type=int, default=0,
                         help="uniformly random plies opening each game")
+    parser.add_argument("--both-colours", action="store_true",
+                        help="the agent plays Black in the even games, White in the odd ones")
     parser.add_argument("--every", type=int, default=6, help="plies between balance readings")
     parser.add_argument("--save", default=None, help="write the traces to this .npz")
     args = parser.parse_args()
@@ -185,7 +188,7 @@ def main() -> None:
     if agent.env.name != "draughts":
         raise SystemExit(f"{args.agent} plays {agent.env.name}; this trace reads draughts boards")
     trace = play(agent, args.against, args.games, agent.search_simulations(args.simulations),
-                 args.seed, args.opening_plies)
+                 args.seed, args.opening_plies, args.both_colours)
     report(trace, args.every)
     summary(trace)
     if args.save:
