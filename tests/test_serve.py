@@ -157,7 +157,7 @@ HOSTILE_REQUESTS = {
                      False, 422, "10000 moves: a connect_four game here has at most 42"),
     "10,000 draughts moves": ("POST", "/api/move", _json({"game": "draughts",
                                                           "moves": [23] * 10_000}), False, 422,
-                              "10000 moves: a draughts game here has at most 960"),
+                              "10000 moves: a draughts game here has at most 1000"),  # MAX_MOVES
     "simulations a float": ("POST", "/api/move", _json({"game": "tic_tac_toe",
                                                          "simulations": 8.0}), False, 400,
                             "simulations must be an integer, got 8.0"),
