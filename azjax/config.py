@@ -310,6 +310,14 @@ class TrainConfig:
     """sgd: the momentum. Valid: in [0, 1)."""
     weight_decay: float = 1e-4
     """L2 weight decay on the kernels (not on biases or norms), through optax. Valid: >= 0."""
+    init_params: str = ""
+    """A model directory (`azjax export`'s, a run's snapshot) whose params start a fresh run
+    in place of a random network ("" = random); its network config must be this run's. Where
+    this run's observation has more planes than the model's game (the same board, planes
+    added at the end, as the laws' repetitions plane adds to a draughts model of OpenSpiel's
+    rules), the first layer's weights for the added planes start at zero, so the network
+    computes what the model did until training moves them. The optimizer starts afresh.
+    Read once, when the run starts; a resumed run goes on from its checkpoint."""
     value_loss_weight: float = 1.0
     """Weight of the value loss (mean squared error) against the policy's cross-entropy.
     Valid: >= 0."""

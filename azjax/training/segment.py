@@ -112,6 +112,9 @@ def start_segment(config: ExperimentConfig, run_dir: Path, evaluator_factory: Ca
                                    damaged=resume["damaged"] if resume else ())
     if resume is None:
         state, wall_offset, time_to_perfect = trainer.init_state(init_key), 0.0, None
+        if config.train.init_params:
+            state = _warm_started(state, config, env)
+            main.say(f"starting from the params of {config.train.init_params}")
     else:
         # With a mesh the target carries its shardings: each process reads only its shards.
         state, resume = _restore(checkpointer, trainer.abstract_state(), resume)
@@ -206,6 +209,21 @@ def _announce(segment: Segment, mesh: Any, iteration: int, resume: dict[str, Any
         **({"config_changed": resume["changed"]} if resume and resume["changed"] else {}),
         **({"damaged_checkpoints": sorted(resume["damaged"])}
            if resume and resume["damaged"] else {})})
+
+
+def _warm_started(state: RunState, config: ExperimentConfig, env: Any) -> RunState:
+    """A fresh run's state with the params of `train.init_params` (`warm_start_params`), laid
+    out as the random ones were; the optimizer's state does not depend on the params' values
+    (zero moments), so it stands."""
+    from azjax.training.warm_start import warm_start_params
+
+    params = warm_start_params(config, env, jax.device_get(state.train.params))
+    placed = jax.tree.map(lambda new, old: jax.device_put(new.astype(old.dtype), old.sharding),
+                          params, state.train.params)
+    state = state.replace(train=state.train.replace(params=placed))
+    if state.selfplay_params is not None:
+        state = state.replace(selfplay_params=jax.tree.map(jnp.copy, placed))
+    return state
 
 
 def _untrained_params(segment: Segment, state: RunState, resume: dict[str, Any] | None, *,
