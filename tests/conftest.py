@@ -68,6 +68,17 @@ def _tiny_run_config():
 TINY_RUN_CONFIG = _tiny_run_config()
 
 
+class FakeClock:
+    """Seconds that move `step` per reading."""
+
+    def __init__(self, step: float):
+        self.now, self.step = 0.0, step
+
+    def __call__(self) -> float:
+        self.now += self.step
+        return self.now
+
+
 @pytest.fixture(scope="session")
 def tiny_run(tmp_path_factory):
     """A 4-iteration tiny tic-tac-toe run (snapshots at 2 and 4): (run_dir, RunResult)."""

@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import REPO_ROOT
+from conftest import REPO_ROOT, FakeClock
 from typer.testing import CliRunner
 
 from azjax.agent import Agent
@@ -60,17 +60,6 @@ def _states(env, batch: int, plies: int = 0, seed: int = 0):
         done = states.terminated | states.truncated
         states = jax.vmap(env.step)(states, jnp.where(done, 0, actions).astype(jnp.int32))
     return states
-
-
-class FakeClock:
-    """Seconds that move `step` per reading."""
-
-    def __init__(self, step: float):
-        self.now, self.step = 0.0, step
-
-    def __call__(self) -> float:
-        self.now += self.step
-        return self.now
 
 
 def test_a_fixed_count_engine_arena_plays_the_compiled_arenas_games(agent):
