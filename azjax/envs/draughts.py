@@ -368,7 +368,7 @@ class Draughts(Env):
         history, repeats = self._remember(state, resets, pieces)
 
         words = _move_words(pieces[player], pieces[1 - player], kings, player, jumper)
-        draw = (counter >= self.draw_limit) | (repeats >= REPEATS_TO_DRAW - 1)
+        draw = self._drawn(counter, repeats)
         stuck = jnp.all(words == 0) & ~draw
         loser_sign = jnp.where(player == 0, -1.0, 1.0)
         rewards = jnp.where(stuck, jnp.array([1.0, -1.0]) * loser_sign, 0.0).astype(jnp.float32)
@@ -384,6 +384,10 @@ class Draughts(Env):
             history=history,
             repeats=repeats,
         )
+
+    def _drawn(self, counter: jax.Array, repeats: jax.Array) -> jax.Array:
+        """bool []: the draw rule ends the game (the counter at its limit, or a third time)."""
+        return (counter >= self.draw_limit) | (repeats >= REPEATS_TO_DRAW - 1)
 
     def _remember(self, state: State, irreversible: jax.Array, pieces: jax.Array
                   ) -> tuple[jax.Array, jax.Array]:
@@ -597,8 +601,7 @@ class Draughts(Env):
                 cells.append("   " if sq < 0 else f" {glyph[int(board[sq])]} ")
                 numbers.append("   " if sq < 0 else f"{sq + 1:>2} ")
             lines.append(("".join(cells) + "    " + "".join(numbers)).rstrip())
-        draw = (int(state.counter) >= self.draw_limit
-                or int(state.repeats) >= REPEATS_TO_DRAW - 1)
+        draw = bool(self._drawn(state.counter, state.repeats))
         winner = None if draw else 1 - int(state.current_player)
         lines.append(status_line(state, winner, ("Black (b)", "White (w)")))
         if not bool(state.terminated | state.truncated) and int(state.jumper) >= 0:
