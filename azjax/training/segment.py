@@ -217,7 +217,7 @@ def _warm_started(state: RunState, config: ExperimentConfig, env: Any) -> RunSta
     (zero moments), so it stands."""
     from azjax.training.warm_start import warm_start_params
 
-    params = warm_start_params(config, env, jax.device_get(state.train.params))
+    params = warm_start_params(config, env, state.train.params)  # its shapes only are read
     placed = jax.tree.map(lambda new, old: jax.device_put(new.astype(old.dtype), old.sharding),
                           params, state.train.params)
     state = state.replace(train=state.train.replace(params=placed))
