@@ -189,6 +189,18 @@ class Hexapawn(Env):
                       for i, v in enumerate(board))
         return BoardView(rows=ROWS, cols=COLS, cells=cells, colors=("#f4f4f4", "#222"))
 
+    def board_cells(self) -> tuple[Cell, ...]:
+        """Code 3 * square + k: that square empty (k = 0), with White's pawn (1), Black's (2)."""
+        return tuple(Cell(player=None if k == 0 else k - 1, note=square_name(i),
+                          shade="dark" if (i // COLS + i % COLS) % 2 else "light")
+                     for i in range(ROWS * COLS) for k in range(3))
+
+    def board_codes(self, state: State) -> jax.Array:
+        """int32 [ROWS * COLS]: `board_view`'s cells as indices into `board_cells`."""
+        board = state.board.astype(jnp.int32)
+        return 3 * jnp.arange(ROWS * COLS, dtype=jnp.int32) + jnp.where(board == EMPTY, 0,
+                                                                         board + 1)
+
     def action_clicks(self, action: int) -> tuple[tuple[int, ...], ...]:
         """Two clicks: the pawn's square, then where it goes."""
         _, start, end = MOVES[int(action)]

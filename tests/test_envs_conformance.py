@@ -51,6 +51,14 @@ class _WrongMaskDtype(TicTacToe):
         return state.replace(legal_action_mask=state.legal_action_mask.astype(jnp.int32))
 
 
+class _BoardCodesSwapTheMarks(TicTacToe):
+    """Its board codes draw X where the view has O, and O where it has X."""
+
+    def board_codes(self, state):
+        codes = super().board_codes(state)
+        return jnp.where(codes >= 9, 19 - codes, codes)
+
+
 class _SymmetryBlursThePolicy(ConnectFour):
     """Its mirror copy averages neighbouring columns' policy: not a permutation."""
 
@@ -103,6 +111,7 @@ class _RenderGivesAList(TicTacToe):
         (_ClicksOffTheBoard, "action_clicks\\(0\\) must name cells"),
         (_WholeMovesDoNotParseBack, "does not parse and format back"),
         (_RenderGivesAList, "render must return a str"),
+        (_BoardCodesSwapTheMarks, "board_codes draws cell"),
     ],
 )
 def test_check_env_catches_a_broken_env(broken, complaint):

@@ -415,12 +415,25 @@ def export(
         "--average", help="Export the mean of these snapshots' weights (stochastic weight "
                           "averaging; repeatable, e.g. --average 150 --average 175); the "
                           "newest of them gives the model its config and provenance")] = None,
+    web: Annotated[Path | None, typer.Option(
+        "--web", help="Instead: write a folder of static files that plays the model (a game "
+                      "id, model, run or snapshot dir as RUN_DIR) in any browser, search "
+                      "included, with no server (docs/play-and-serve.md)")] = None,
+    ort: Annotated[Path | None, typer.Option(
+        "--ort", help="With --web: where onnxruntime-web's files are (default: the azjax "
+                      "checkout's node_modules, from `npm ci`)")] = None,
     trust_game: Annotated[bool, typer.Option("--trust-game", help=_TRUST_HELP)] = False,
 ) -> None:
     """Write a self-contained model (params, config, search defaults, format version) and its
-    model card; with --oracle / --against, the card carries scores measured on the export."""
+    model card; with --oracle / --against, the card carries scores measured on the export.
+    With --web DIR, write the model's browser page instead."""
     _check_simulations(simulations=simulations)
     _check_seed(seed)
+    if web is not None:
+        _export_web(str(run_dir), web, ort=ort, overrides=set_ or [], simulations=simulations,
+                    others={"a snapshot": snapshot, "--oracle": oracle, "--against": against,
+                            "--average": average})
+        return
     from azjax.training.export import export_model
 
     evaluate = None
@@ -441,6 +454,29 @@ def export(
     except _user_errors() as error:
         _fail(error)
     typer.echo(f"exported {out}")
+
+
+def _export_web(spec: str, out: Path, *, ort: Path | None, overrides: list[str],
+                simulations: int | None, others: dict) -> None:
+    """`azjax export SPEC --web OUT`: the model's browser page (azjax.apps.web_export)."""
+    from azjax.apps.turns import load_play_agent, model_label
+    from azjax.apps.web_export import export_web
+
+    given = [name for name, value in others.items() if value]
+    if given:
+        _fail(ValueError(f"--web exports a model as it is: {given[0]} does not apply (export "
+                         "the snapshot first, then export that model with --web)"))
+    try:
+        agent = load_play_agent(spec).with_search(overrides)
+        if simulations is not None:
+            agent.meta = {**agent.meta, "num_simulations": simulations}
+        typer.echo(f"exporting {agent.env.name} ({model_label(agent)}) for the browser...")
+        written = export_web(agent, out, ort_dir=ort)
+    except _user_errors() as error:
+        _fail(error)
+    size = sum(f.stat().st_size for f in written.rglob("*") if f.is_file())
+    typer.echo(f"wrote {written} ({size / 1e6:.1f} MB): serve it with "
+               f"`python -m http.server -d {written}` and open http://localhost:8000/")
 
 
 @app.command()

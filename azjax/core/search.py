@@ -55,6 +55,7 @@ __all__ = [
     "make_search_engine",
     "material_utility_apply",
     "prior_tempered_apply",
+    "search_apply_fn",
     "make_network_search",
     "masked_logits",
     "symmetry_averaged_apply",
@@ -257,13 +258,21 @@ def _policy(config: SearchConfig, recurrent_fn, variables: Any, key: chex.PRNGKe
     )
 
 
-def _search_fns(env: Env, apply_fn: ApplyFn, config: SearchConfig):
-    """`(tree_root, recurrent_fn)` of `config`'s search: `tree_root(variables, states [B])
-    -> (mctx.RootFnOutput, the network's value [B])`, and mctx's recurrent function."""
+def search_apply_fn(env: Env, apply_fn: ApplyFn, config: SearchConfig) -> ApplyFn:
+    """The network as `config`'s search evaluates positions with it: `apply_fn` averaged over
+    the game's symmetries (`symmetry_average`) and its prior tempered (`prior_temperature`),
+    where the config asks; the same signature as `apply_fn`."""
     if config.symmetry_average:
         apply_fn = symmetry_averaged_apply(env, apply_fn)
     if config.prior_temperature != 1.0:
         apply_fn = prior_tempered_apply(apply_fn, config.prior_temperature)
+    return apply_fn
+
+
+def _search_fns(env: Env, apply_fn: ApplyFn, config: SearchConfig):
+    """`(tree_root, recurrent_fn)` of `config`'s search: `tree_root(variables, states [B])
+    -> (mctx.RootFnOutput, the network's value [B])`, and mctx's recurrent function."""
+    apply_fn = search_apply_fn(env, apply_fn, config)
     root_fn = make_root_fn(env, apply_fn, config.material_utility)
     # The root is whatever position it is handed; below it, forced moves may be played at once.
     recurrent_fn = make_recurrent_fn(tree_env(env, config), apply_fn, config.material_utility)

@@ -118,7 +118,8 @@ def check_initial_state(env: Env, state: GameState) -> None:
 def check_human_interface(env: Env, state: GameState) -> None:
     """What people see of one live state: labels, the notation round trip of every action,
     whole turns (`legal_moves` parse back and format back, and cover the legal actions),
-    `render` a string, and `board_view` / `action_clicks` on the grid they describe.
+    `render` a string, `board_view` / `action_clicks` on the grid they describe, and
+    `board_codes` (where the game gives them) drawing the same cells as `board_view`.
 
     Args:
       env: the game.
@@ -149,7 +150,28 @@ def check_human_interface(env: Env, state: GameState) -> None:
         raise _fail(env, "legal_moves must start with exactly the legal actions")
     if not isinstance(env.render(state), str):
         raise _fail(env, "render must return a str")
-    _check_board_view(env, env.board_view(state))
+    view = env.board_view(state)
+    _check_board_view(env, view)
+    _check_board_codes(env, state, view)
+
+
+def _check_board_codes(env: Env, state: GameState, view: BoardView | None) -> None:
+    cells = env.board_cells()
+    if not cells:
+        return
+    if view is None:
+        raise _fail(env, "board_cells needs a board_view to describe")
+    codes = np.asarray(env.board_codes(state))
+    if codes.shape != (len(view.cells),) or not np.issubdtype(codes.dtype, np.integer):
+        raise _fail(env, f"board_codes must be int [{len(view.cells)}] (the view's cells), got "
+                         f"{codes.dtype} {list(codes.shape)}")
+    if codes.min() < 0 or codes.max() >= len(cells):
+        raise _fail(env, f"board_codes must index board_cells (0 to {len(cells) - 1})")
+    drawn = tuple(cells[code] for code in codes)
+    if drawn != view.cells:
+        cell = next(i for i, (a, b) in enumerate(zip(drawn, view.cells, strict=True)) if a != b)
+        raise _fail(env, f"board_codes draws cell {cell} as {drawn[cell]}, board_view as "
+                         f"{view.cells[cell]}")
 
 
 def _check_board_view(env: Env, view: BoardView | None) -> None:

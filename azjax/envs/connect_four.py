@@ -166,6 +166,15 @@ class ConnectFour(Env):
                          colors=("#d33", "#f2c200"),
                          column_labels=tuple(str(c + 1) for c in range(COLS)))
 
+    def board_cells(self) -> tuple[Cell, ...]:
+        """Codes 0: empty; 1: a red stone; 2: a yellow one."""
+        return Cell(), Cell(player=0), Cell(player=1)
+
+    def board_codes(self, state: State) -> jax.Array:
+        """int32 [42]: `board_view`'s cells as indices into `board_cells`."""
+        board = state.board.reshape(-1).astype(jnp.int32)
+        return jnp.where(board == EMPTY, 0, board + 1)
+
     def action_clicks(self, action: int) -> tuple[tuple[int, ...], ...]:
         """One click anywhere in the action's column."""
         return (tuple(r * COLS + int(action) for r in range(ROWS)),)

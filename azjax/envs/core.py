@@ -124,7 +124,8 @@ class Env(abc.ABC):
       - labels: `title`, `player_names`, `move_hint`;
       - drawing: `render` (text; default: a grid from `board_view`, else a status line),
         `board_view` (a `BoardView`, default None) and `action_clicks` (which cells a click
-        plays each action from, default none).
+        plays each action from, default none); for pages that run no Python, `board_cells`
+        and a jittable `board_codes` (the same view as codes, default none).
 
     Attributes:
       name: the game id (`envs.make(name)`).
@@ -137,6 +138,9 @@ class Env(abc.ABC):
       rules: names the variant of the rules this instance plays, for a game with several
         (draughts: "laws" or "openspiel"); "" for a game with one. Models and runs record it,
         and a model is refused under other rules than it was trained under.
+      move_chain: for pages that run no Python, how `format_move` writes a turn of several
+        actions: "" (the default) the actions' notations spaced; "x" (draughts) hops `9x18`,
+        `18x27` chained into `9x18x27`.
     """
 
     name: ClassVar[str]
@@ -146,6 +150,7 @@ class Env(abc.ABC):
     max_game_length: ClassVar[int] = 0
     player_names: ClassVar[tuple[str, str]] = ("player 0", "player 1")
     rules: str = ""
+    move_chain: ClassVar[str] = ""
 
     # ---- the public, shared API -------------------------------------------------------------
 
@@ -374,6 +379,27 @@ class Env(abc.ABC):
         game has no picture, so pages show `render`'s text and the legal moves instead."""
         del state
         return None
+
+    def board_cells(self) -> tuple[Cell, ...]:
+        """Every cell `board_view` can draw, for `board_codes` to index; () (the default) when
+        the game gives no codes. With them a page that runs no Python draws the board
+        (`azjax export --web`); the conformance suite checks them against `board_view`."""
+        return ()
+
+    def board_codes(self, state: GameState) -> jax.Array:
+        """The board as codes: cell i of `board_view(state)` is `board_cells()[codes[i]]`.
+
+        Pure and jittable (it is exported with the game's other functions). Only for a game
+        whose `board_cells` is not empty.
+
+        Args:
+          state: one game's state.
+
+        Returns:
+          int32 [rows * cols], row-major as `board_view`'s cells.
+        """
+        del state
+        raise NotImplementedError(f"{self.name} gives no board_codes (its board_cells is empty)")
 
     def action_clicks(self, action: int) -> tuple[tuple[int, ...], ...]:
         """The clicks that play `action` on `board_view`'s grid: one tuple of cell indices

@@ -104,6 +104,10 @@ def _rc_square(row: int, col: int) -> int:
     return -1
 
 
+# The dark square (0-based) of each of the 64 cells of the board view, row-major; -1 light.
+_CELL_SQUARE = np.array([_rc_square(r, c) for r in range(8) for c in range(8)], np.int32)
+
+
 def _bits(squares) -> int:
     return sum(1 << int(s) for s in squares)
 
@@ -281,6 +285,7 @@ class Draughts(Env):
     player_names = ("Black (b)", "White (w)")
     title = "Draughts"
     move_hint = "PDN such as 9-13, or a whole capture 9x18x27"
+    move_chain = "x"  # a multi-jump's hops 9x18, 18x27 are one move, 9x18x27 (format_move)
 
     def __init__(self, draw_rule: str = "laws", planes: str = "basic") -> None:
         """`draw_rule`: "laws" (the laws' forty-move rule and threefold repetition) or
@@ -625,6 +630,23 @@ class Draughts(Env):
                     label="K" if abs(value) == 2 else "", note=str(sq + 1), shade="dark"))
         return BoardView(rows=8, cols=8, cells=tuple(cells), pieces="disc",
                          colors=("#222", "#fafafa"))
+
+    def board_cells(self) -> tuple[Cell, ...]:
+        """Code 0: a light square; 1 + 5 * s + k: dark square s (PDN s + 1) empty (k = 0),
+        with a Black man (1), a White man (2), a Black king (3), a White king (4)."""
+        pieces = (None, ""), (0, ""), (1, ""), (0, "K"), (1, "K")
+        return (Cell(shade="light"), *(Cell(player=player, label=label, note=str(sq + 1),
+                                            shade="dark")
+                                       for sq in range(NUM_SQUARES) for player, label in pieces))
+
+    def board_codes(self, state: State) -> jax.Array:
+        """int32 [64]: `board_view`'s cells as indices into `board_cells`."""
+        squares = jnp.arange(NUM_SQUARES, dtype=jnp.uint32)
+        black, white = (((p >> squares) & 1).astype(jnp.int32) for p in state.pieces)
+        king = ((state.kings >> squares) & 1).astype(jnp.int32)
+        kind = jnp.where(black | white, 1 + white + 2 * king, 0)  # [32], k as in board_cells
+        codes = 1 + 5 * jnp.arange(NUM_SQUARES, dtype=jnp.int32) + kind
+        return jnp.where(_CELL_SQUARE >= 0, codes[jnp.maximum(_CELL_SQUARE, 0)], 0)
 
     def action_clicks(self, action: int) -> tuple[tuple[int, ...], ...]:
         """Two clicks: the piece's square, then the square it moves or jumps to."""

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 import jax
 import jax.numpy as jnp
 
-from azjax.envs.core import BoardView, Env, GameState, tree_select
+from azjax.envs.core import BoardView, Cell, Env, GameState, tree_select
 
 __all__ = ["ForcedMovesPlayed", "forced_moves_played", "is_forced", "play_forced_moves"]
 
@@ -138,6 +138,14 @@ class ForcedMovesPlayed(Env):
     def board_view(self, state: GameState) -> BoardView | None:
         """The base game's board view."""
         return self.base.board_view(state)
+
+    def board_cells(self) -> tuple[Cell, ...]:
+        """The base game's board cells."""
+        return self.base.board_cells()
+
+    def board_codes(self, state: GameState) -> jax.Array:
+        """The base game's board codes."""
+        return self.base.board_codes(state)
 
     def action_clicks(self, action: int) -> tuple[tuple[int, ...], ...]:
         """The base game's clicks for `action`."""

@@ -119,6 +119,16 @@ class TicTacToe(Env):
                       Cell(player=int(v), label="XO"[int(v)]) for i, v in enumerate(board))
         return BoardView(rows=3, cols=3, cells=cells, pieces="mark")
 
+    def board_cells(self) -> tuple[Cell, ...]:
+        """Codes 0-8: empty cell 1-9 (noted with its number); 9: X; 10: O."""
+        return (*(Cell(note=str(i + 1)) for i in range(9)),
+                Cell(player=0, label="X"), Cell(player=1, label="O"))
+
+    def board_codes(self, state: State) -> jax.Array:
+        """int32 [9]: `board_view`'s cells as indices into `board_cells`."""
+        board = state.board.astype(jnp.int32)
+        return jnp.where(board == EMPTY, jnp.arange(9, dtype=jnp.int32), 9 + board)
+
     def action_clicks(self, action: int) -> tuple[tuple[int, ...], ...]:
         """One click on the action's own cell."""
         return ((int(action),),)

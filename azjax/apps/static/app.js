@@ -1,12 +1,16 @@
-// azjax play page: draws the position the server describes (/api/state), sends the human's
-// moves as env action ids and asks /api/move for the AI's turn. No game lives here: the board
-// is the env's grid of cells (`board`), a move is the env's clicks on it (`clicks`), the
-// notation, names, legal moves, results and the AI all come from the server. A game without a
-// grid is shown as the env's text, with a button per legal action.
-"use strict";
+// azjax play page: draws the position the backend describes (`state`), sends the human's
+// moves as env action ids and asks `move` for the AI's turn. No game lives here: the board is
+// the env's grid of cells (`board`), a move is the env's clicks on it (`clicks`), the notation,
+// names, legal moves, results and the AI all come from the backend. A game without a grid is
+// shown as the env's text, with a button per legal action.
+//
+// The backend is `azjax serve`'s JSON API, or, in a page written by `azjax export --web`
+// (`<meta name="azjax-backend" content="web">`), web.js answering the same questions in the
+// browser from the exported game and model: the one page serves both.
 
 const $ = (id) => document.getElementById(id);
-let info = null;         // /api/games
+let backend = null;      // { games(), state(request), move(request) }, answers as /api/...
+let info = null;         // backend.games()
 let game = null;         // { id, moves, human, position, picked, busy }
 let generation = 0;      // a new game makes replies to the old one stale
 
@@ -19,13 +23,28 @@ async function api(path, body) {
   return data;
 }
 
+const serverBackend = {
+  games: () => api("api/games"),
+  state: (request) => api("api/state", request),
+  move: (request) => api("api/move", request),
+};
+
+async function chooseBackend() {
+  const kind = document.querySelector('meta[name="azjax-backend"]')?.content || "server";
+  if (kind !== "web") return serverBackend;
+  const { webBackend } = await import("./web.js");
+  return webBackend();
+}
+
 function setStatus(text, result) {
   $("status").textContent = text;
   if (result) $("status").dataset.result = result; else delete $("status").dataset.result;
 }
 
 async function start() {
-  info = await api("/api/games");
+  backend = await chooseBackend();
+  window.azjax = { backend };  // the page's answers, for tests and the curious
+  info = await backend.games();
   const params = new URLSearchParams(location.search);
   for (const [id, g] of Object.entries(info.games)) $("game").add(new Option(g.title, id));
   const labels = ["easy", "medium", "hard", "harder"];
@@ -65,7 +84,7 @@ async function refresh() {
   const mine = generation;
   let position;
   try {
-    position = await api("/api/state", { game: game.id, moves: game.moves });
+    position = await backend.state({ game: game.id, moves: game.moves });
   } catch (error) { setStatus(`Error: ${error.message}`); return; }
   if (mine !== generation) return;
   game.position = position;
@@ -95,7 +114,7 @@ async function aiTurn(mine) {
     const strength = $("strength").value;
     const chosen = strength.startsWith("t") ? { movetime: Number(strength.slice(1)) }
                                             : { simulations: Number(strength.slice(1)) };
-    reply = await api("/api/move", { game: game.id, moves: game.moves, ...chosen });
+    reply = await backend.move({ game: game.id, moves: game.moves, ...chosen });
   } catch (error) { setStatus(`Error: ${error.message}`); return; }
   if (mine !== generation) return;
   game.moves = reply.moves;

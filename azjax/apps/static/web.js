@@ -1,0 +1,220 @@
+// The page's backend in a folder written by `azjax export --web`: it answers what `azjax
+// serve`'s API answers (/api/games, /api/state, /api/move), in the browser, from the exported
+// game (game/game.json and its ONNX graphs, run by onnxruntime-web) and search.js. No game is
+// written here: the rules, the board codes and the network are the game's and model's own
+// functions, exported from their JAX code (azjax/apps/web_export.py says what each graph is).
+
+import * as ort from "./ort/ort.wasm.min.mjs";
+import { runSearch } from "./search.js";
+
+const ILLEGAL_LOGIT = -1e9;  // as azjax.core.search.masked_logits
+const ARRAYS = {
+  bool: Uint8Array, int8: Int8Array, uint8: Uint8Array, int16: Int16Array,
+  uint16: Uint16Array, int32: Int32Array, uint32: Uint32Array, float32: Float32Array,
+};
+const GRAPHS = ["describe", "step", "tree_step", "network"];
+
+function tensor(dtype, values, dims) {
+  const Array = ARRAYS[dtype];
+  if (!Array) throw new Error(`a state leaf of dtype ${dtype} cannot enter the page`);
+  return new ort.Tensor(dtype, values instanceof Array ? values : Array.from(values), dims);
+}
+
+/** The exported game: its graphs as async functions of states (arrays of ort tensors). */
+class ExportedGame {
+  constructor(meta, sessions) {
+    this.meta = meta;
+    this.sessions = sessions;
+    this.initial = meta.state.map((leaf) => tensor(leaf.dtype, leaf.initial, leaf.shape));
+    this.cache = new Map([["", this.initial]]);  // move list -> state, for replays
+  }
+
+  feeds(state, action) {
+    const feeds = {};
+    this.meta.state.forEach((leaf, i) => { feeds[leaf.name] = state[i]; });
+    if (action !== undefined) feeds.action = new ort.Tensor("int32", Int32Array.of(action), []);
+    return feeds;
+  }
+
+  nextState(outputs) {
+    return this.meta.state.map((leaf) => outputs[`next_${leaf.name}`]);
+  }
+
+  async describe(state) {
+    const out = await this.sessions.describe.run(this.feeds(state));
+    return {
+      codes: out.codes.data, obs: out.obs, legal: out.legal.data,
+      player: out.player.data[0], done: Boolean(out.done.data[0]), rewards: out.rewards.data,
+    };
+  }
+
+  async step(state, action) {
+    return this.nextState(await this.sessions.step.run(this.feeds(state, action)));
+  }
+
+  /** Masked policy logits and value of an observation with its legal mask. */
+  async evaluate(obs, legal) {
+    const input = new ort.Tensor("float32", obs.data, [1, ...this.meta.observation_shape]);
+    const out = await this.sessions.network.run({ obs: input });
+    const logits = Float32Array.from(out.logits.data, (x, a) => (legal[a] ? x : ILLEGAL_LOGIT));
+    return { logits, value: out.value.data[0] };
+  }
+
+  /** The search's model (search.js): the root and one step of its tree. */
+  searchModel() {
+    return {
+      root: async (state) => {
+        const d = await this.describe(state);
+        return { ...(await this.evaluate(d.obs, d.legal)), legal: d.legal };
+      },
+      recurrent: async (state, action) => {
+        const out = await this.sessions.tree_step.run(this.feeds(state, action));
+        const done = Boolean(out.done.data[0]);
+        const { logits, value } = await this.evaluate(out.obs, out.legal.data);
+        return {
+          reward: out.reward.data[0], discount: out.discount.data[0], logits,
+          value: done ? 0 : value, state: this.nextState(out),
+        };
+      },
+    };
+  }
+
+  /** The positions along `moves` (the initial one first); an error names an illegal move. */
+  async positions(moves) {
+    const states = [this.initial];
+    for (let i = 0; i < moves.length; i += 1) {
+      const key = moves.slice(0, i + 1).join(",");
+      let next = this.cache.get(key);
+      if (!next) {
+        const d = await this.describe(states[i]);
+        const move = moves[i];
+        if (d.done || !Number.isInteger(move) || !d.legal[move]) {
+          throw new Error(`illegal move list: move ${i} (${move}) is not legal there`);
+        }
+        next = await this.step(states[i], move);
+        this.cache.set(key, next);
+      }
+      states.push(next);
+    }
+    return states;
+  }
+
+  /** A turn's notation: one action's label, or several chained or spaced (`move_chain`). */
+  formatTurn(actions) {
+    const names = actions.map((a) => this.meta.labels[a]);
+    const chain = this.meta.move_chain;
+    if (!chain || names.length === 1) return names.join(" ");
+    const hops = names.map((name) => name.split(chain));
+    return [hops[0][0], ...hops.map((hop) => hop[hop.length - 1])].join(chain);
+  }
+}
+
+function winnerOf(d) {
+  if (!d.done) return null;
+  if (d.rewards[0] > 0) return 0;
+  return d.rewards[1] > 0 ? 1 : null;
+}
+
+async function loadGame() {
+  const meta = await (await fetch("game/game.json")).json();
+  ort.env.wasm.wasmPaths = new URL("./ort/", import.meta.url).href;
+  ort.env.wasm.numThreads = 1;  // threads need a cross-origin-isolated page; a plain host is not
+  const sessions = {};
+  for (const name of GRAPHS) {
+    sessions[name] = await ort.InferenceSession.create(`game/${name}.onnx`,
+                                                       { executionProviders: ["wasm"] });
+  }
+  return new ExportedGame(meta, sessions);
+}
+
+/** The backend app.js plays through; its answers have the shapes of `azjax serve`'s API. */
+export async function webBackend() {
+  const g = await loadGame();
+  const meta = g.meta;
+  const search = meta.search;
+  const defaultSimulations = search.strengths.includes(search.num_simulations)
+    ? search.num_simulations : search.strengths[0];
+
+  function checkGame(request) {
+    if (request.game !== meta.id) throw new Error(`unknown game ${request.game}; games: ${meta.id}`);
+  }
+
+  async function state(request) {
+    checkGame(request);
+    const moves = request.moves || [];
+    const positions = await g.positions(moves);
+    const described = await Promise.all(positions.map((s) => g.describe(s)));
+    const now = described[described.length - 1];
+    const turns = [];
+    moves.forEach((action, i) => {
+      const player = described[i].player;
+      if (turns.length && turns[turns.length - 1].player === player) {
+        turns[turns.length - 1].actions.push(action);
+      } else turns.push({ player, actions: [action] });
+    });
+    for (const turn of turns) turn.move = g.formatTurn(turn.actions);
+    const legal = now.done ? [] : [...now.legal.keys()].filter((a) => now.legal[a]);
+    const cells = Array.from(now.codes, (code) => meta.board.cells[code]);
+    let lastCells = [];
+    if (turns.length) {
+      const before = described[described.length - 1 - turns[turns.length - 1].actions.length];
+      lastCells = [...now.codes.keys()].filter((i) => before.codes[i] !== now.codes[i]);
+    }
+    return {
+      game: meta.id, moves, board: { ...meta.board.frame, cells },
+      clicks: legal.map((a) => meta.clicks[a]), legal, history: turns, last_cells: lastCells,
+      current_player: now.player, terminated: now.done, winner_player: winnerOf(now), text: "",
+    };
+  }
+
+  async function move(request) {
+    checkGame(request);
+    const simulations = request.simulations ?? defaultSimulations;
+    if (!search.strengths.includes(simulations)) {
+      throw new Error(`simulations must be one of ${search.strengths.join(", ")}`);
+    }
+    const moves = [...(request.moves || [])];
+    const positions = await g.positions(moves);
+    let current = positions[positions.length - 1];
+    let d = await g.describe(current);
+    if (d.done) throw new Error("the game is already over after these moves");
+    const ai = d.player;
+    const aiMoves = [];
+    let first = null;
+    const model = g.searchModel();
+    while (!d.done && d.player === ai) {
+      const out = await runSearch(model, current, {
+        algorithm: search.algorithm, numSimulations: simulations, numActions: meta.num_actions,
+        maxNumConsideredActions: search.max_num_considered_actions,
+        qtransform: search.qtransform, pbCInit: search.pb_c_init, pbCBase: search.pb_c_base,
+        greedyAction: search.greedy_action,
+      });
+      first = first || out;
+      aiMoves.push(out.action);
+      moves.push(out.action);
+      current = await g.step(current, out.action);
+      g.cache.set(moves.join(","), current);
+      d = await g.describe(current);
+    }
+    const winner = winnerOf(d);
+    return {
+      move: aiMoves[0], ai_moves: aiMoves, moves, value: first.value,
+      policy: Array.from(first.policy), terminated: d.done,
+      winner: !d.done ? null : winner === null ? "draw" : winner === ai ? "ai" : "human",
+      simulations: first.visitCounts.reduce((a, b) => a + b, 0),
+    };
+  }
+
+  return {
+    games: async () => ({
+      simulations: search.strengths, default_simulations: defaultSimulations, movetimes: [],
+      games: { [meta.id]: {
+        title: meta.title, players: meta.players, num_actions: meta.num_actions,
+        labels: meta.labels, model: meta.model, untrained: meta.untrained,
+      } },
+    }),
+    state,
+    move,
+    game: g,  // for tests and the curious: the exported functions themselves
+  };
+}

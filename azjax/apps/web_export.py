@@ -1,0 +1,359 @@
+"""`azjax export MODEL --web DIR`: a model that plays in the browser, search included, with no
+server: a folder of static files for any static file server, working offline once loaded.
+
+What is exported, and why this way (docs/play-and-serve.md, "A page with no server"):
+- The game's own JAX functions and the network become ONNX graphs (jax2onnx), run in the page
+  by onnxruntime-web's WebAssembly build: no game is rewritten in JavaScript.
+    game/network.onnx    obs [1, ...] -> policy logits [1, A], value [1] (the model's search
+                         network: symmetry averaging and prior temperature included)
+    game/describe.onnx   state -> board codes, observation, legal mask, player to move, done,
+                         rewards: everything the page and the search's root read of a position
+    game/step.onnx       (state, action) -> the next state: the rules as played
+    game/tree_step.onnx  (state, action) -> the next state, the mover's reward, the discount,
+                         its observation, legal mask and done: the step the search's tree takes
+                         (with `search.play_forced_moves`, forced moves played at once)
+  A state crosses the graphs as its flattened leaves, in `jax.tree.leaves` order; their names,
+  dtypes and shapes, and the initial state's values, are in game/game.json.
+- The search is `azjax/apps/static/search.js`, written once for every game: azjax's greedy
+  search (Gumbel or PUCT) over those graphs, batch one.
+- The page is `azjax serve`'s own (`azjax/apps/static/`): `web.js` answers what the server's
+  API would, from the graphs, so the two pages cannot drift.
+
+Before it writes anything the export replays random games through the ONNX graphs in
+onnxruntime (Python) and compares every output with JAX's, so a graph that would play other
+rules than the game's is refused, not shipped.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from azjax.agent import Agent
+from azjax.apps.serve import SIMULATIONS
+from azjax.apps.turns import model_label
+from azjax.core.network import make_network
+from azjax.core.search import search_apply_fn, tree_env
+from azjax.envs.core import Env
+
+__all__ = ["ORT_FILES", "WebExportError", "export_web", "find_onnxruntime_web"]
+
+STATIC_DIR = Path(__file__).resolve().parent / "static"
+PAGE_FILES = ("index.html", "app.js", "style.css", "search.js", "web.js")
+# onnxruntime-web's WebAssembly build: the module the page imports and the runtime it loads.
+ORT_FILES = ("ort.wasm.min.mjs", "ort-wasm-simd-threaded.mjs", "ort-wasm-simd-threaded.wasm")
+ORT_VERSION = "1.31.1"  # package.json pins the same
+_REPO_ROOT = Path(__file__).resolve().parents[2]
+_CHECK_GAMES = 8  # random games replayed through the graphs before they are written
+_CHECK_PLIES = 60
+
+
+class WebExportError(ValueError):
+    """A model or game that cannot be exported for the browser; the message says which part
+    and why, in one line."""
+
+
+def find_onnxruntime_web(ort_dir: str | Path | None = None) -> Path:
+    """The folder holding onnxruntime-web's `dist` files (`ORT_FILES`).
+
+    Args:
+      ort_dir: that folder, or a folder with `node_modules/onnxruntime-web` in it; None: the
+        azjax checkout's `node_modules` (`npm ci` in the checkout installs it).
+
+    Raises:
+      WebExportError: the files are not there, saying how to install them.
+    """
+    candidates = [Path(ort_dir)] if ort_dir else [_REPO_ROOT]
+    for base in candidates:
+        for folder in (base, base / "dist", base / "node_modules" / "onnxruntime-web" / "dist"):
+            if all((folder / name).is_file() for name in ORT_FILES):
+                return folder
+    where = ort_dir or _REPO_ROOT
+    raise WebExportError(
+        f"onnxruntime-web's files ({', '.join(ORT_FILES)}) are not in {where}: run `npm ci` in "
+        f"the azjax checkout, or `npm install onnxruntime-web@{ORT_VERSION}` and pass --ort "
+        "node_modules/onnxruntime-web/dist")
+
+
+def _state_spec(state: Any) -> tuple[list[jax.ShapeDtypeStruct], Any]:
+    leaves, treedef = jax.tree.flatten(state)
+    return [jax.ShapeDtypeStruct(np.shape(x), np.asarray(x).dtype) for x in leaves], treedef
+
+
+def _game_functions(agent: Agent) -> dict[str, tuple[Callable, list, list[str], list[str]]]:
+    """name -> (flat function, input specs, input names, output names) of every graph."""
+    env, config = agent.env, agent.config
+    walker = tree_env(env, config.search)
+    specs, treedef = _state_spec(env.init(jax.random.PRNGKey(0)))
+    state_names = [f"s{i}" for i in range(len(specs))]
+    next_names = [f"next_s{i}" for i in range(len(specs))]
+    action = jax.ShapeDtypeStruct((), jnp.int32)
+
+    def unflatten(leaves):
+        return jax.tree.unflatten(treedef, list(leaves))
+
+    def describe(*leaves):
+        state = unflatten(leaves)
+        return (env.board_codes(state).astype(jnp.int32), env.observe(state).astype(jnp.float32),
+                state.legal_action_mask, state.current_player.astype(jnp.int32),
+                state.terminated | state.truncated, state.rewards.astype(jnp.float32))
+
+    def step(*args):
+        return tuple(jax.tree.leaves(env.step(unflatten(args[:-1]), args[-1])))
+
+    def tree_step(*args):
+        state = unflatten(args[:-1])
+        after = walker.step(state, args[-1])
+        mover = state.current_player
+        done = after.terminated | after.truncated
+        discount = jnp.where(done, 0.0, jnp.where(after.current_player == mover, 1.0, -1.0))
+        return (*jax.tree.leaves(after), after.rewards[mover].astype(jnp.float32),
+                discount.astype(jnp.float32), walker.observe(after).astype(jnp.float32),
+                after.legal_action_mask, done)
+
+    _, apply_fn = make_network(config.network, env.num_actions,
+                               matmul_dtype=config.search.matmul_dtype)
+    apply_fn = search_apply_fn(env, apply_fn, config.search)
+    variables = {"params": agent.params}
+
+    def network(obs):
+        logits, value = apply_fn(variables, obs)
+        return logits.astype(jnp.float32), value.astype(jnp.float32)
+
+    obs = jax.ShapeDtypeStruct((1, *env.observation_shape), jnp.float32)
+    return {
+        "describe": (describe, specs, state_names,
+                     ["codes", "obs", "legal", "player", "done", "rewards"]),
+        "step": (step, [*specs, action], [*state_names, "action"], next_names),
+        "tree_step": (tree_step, [*specs, action], [*state_names, "action"],
+                      [*next_names, "reward", "discount", "obs", "legal", "done"]),
+        "network": (network, [obs], ["obs"], ["logits", "value"]),
+    }
+
+
+def _check_supported(agent: Agent) -> None:
+    env, search = agent.env, agent.config.search
+    if not env.board_cells():
+        raise WebExportError(
+            f"{env.name} gives no board_cells / board_codes, which the page draws its board "
+            "from: add them to the game (docs/new-game.md)")
+    unsupported = [(name, off) for name, value, off in (
+        ("search.contempt", search.contempt, "0"),
+        ("search.material_utility", search.material_utility, "0"),
+        ("search.solver", search.solver, "false"),
+        ("search.tree_reuse", search.tree_reuse, "false")) if value]
+    if unsupported:
+        name, off = unsupported[0]
+        raise WebExportError(f"{name} is not played in the browser: export with --set "
+                             f"{name}={off}")
+
+
+def _to_onnx(name: str, env: Env, fn: Callable, specs: list, inputs: list[str],
+             outputs: list[str]) -> Any:
+    """The ONNX model of `fn`, bool `Where`s rewritten (onnxruntime has no kernel for them)."""
+    import logging
+
+    from jax2onnx import to_onnx
+
+    # onnx_ir warns of values whose type it leaves unset; the runtime check below decides.
+    logging.getLogger("onnx_ir").setLevel(logging.ERROR)
+    try:
+        model = to_onnx(fn, specs, model_name=f"{env.name}_{name}")
+    except Exception as error:  # jax2onnx names the primitive it cannot convert
+        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise WebExportError(f"{env.name}'s {name} cannot be exported to ONNX: {first}") from None
+    return _named(_bool_where_as_logic(model), inputs, outputs)
+
+
+def _named(model: Any, inputs: list[str], outputs: list[str]) -> Any:
+    """`model` with its inputs and outputs renamed, in order: an output that is an input
+    passed through, or another output, gets an `Identity` of its own."""
+    from onnx import helper
+
+    graph = model.graph
+    renamed = {old.name: new for old, new in zip(graph.input, inputs, strict=True)}
+    for node in graph.node:
+        node.input[:] = [renamed.get(name, name) for name in node.input]
+    for value, new in zip(graph.input, inputs, strict=True):
+        value.name = new
+    for value, new in zip(graph.output, outputs, strict=True):
+        graph.node.append(helper.make_node("Identity", [renamed.get(value.name, value.name)],
+                                           [new]))
+        value.name = new
+    return model
+
+
+def _bool_where_as_logic(model: Any) -> Any:
+    """`model` with each `Where` over bool tensors written as `(c and x) or (not c and y)`."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    model = onnx.shape_inference.infer_shapes(model)
+    graph = model.graph
+    types = {v.name: v.type.tensor_type.elem_type
+             for v in [*graph.value_info, *graph.input, *graph.output]}
+    types.update({t.name: t.data_type for t in graph.initializer})
+    nodes = []
+    for node in graph.node:
+        if node.op_type != "Where" or types.get(node.input[1]) != TensorProto.BOOL:
+            nodes.append(node)
+            continue
+        (cond, yes, no), out, tag = node.input, node.output[0], node.name or out
+        nodes += [helper.make_node("And", [cond, yes], [f"{tag}_yes"]),
+                  helper.make_node("Not", [cond], [f"{tag}_not"]),
+                  helper.make_node("And", [f"{tag}_not", no], [f"{tag}_no"]),
+                  helper.make_node("Or", [f"{tag}_yes", f"{tag}_no"], [out])]
+    del graph.node[:]
+    graph.node.extend(nodes)
+    return model
+
+
+def _check_graphs(agent: Agent, graphs: dict[str, bytes], functions: dict) -> None:
+    """Replays random games through the graphs in onnxruntime and compares every output with
+    the JAX function's: exactly for the rules, within 1e-4 for the network."""
+    import onnxruntime as ort
+
+    env = agent.env
+    sessions = {name: ort.InferenceSession(data, providers=["CPUExecutionProvider"])
+                for name, data in graphs.items()}
+    jitted = {name: jax.jit(functions[name][0]) for name in functions}
+    rng = np.random.default_rng(0)
+
+    def compare(name: str, args: list) -> list:
+        session = sessions[name]
+        feeds = {i.name: np.asarray(a) for i, a in zip(session.get_inputs(), args, strict=True)}
+        got = session.run(None, feeds)
+        want = [np.asarray(x) for x in jitted[name](*args)]
+        for output, x, y in zip(session.get_outputs(), got, want, strict=True):
+            same = (np.allclose(x, y, atol=1e-4, rtol=1e-4) if name == "network"
+                    else x.shape == y.shape and np.array_equal(x, y))
+            if not same:
+                raise WebExportError(f"{env.name}'s exported {name} disagrees with JAX on "
+                                     f"output {output.name}: the runtime computes it otherwise")
+        return want
+
+    for game in range(_CHECK_GAMES):
+        leaves = [np.asarray(x) for x in jax.tree.leaves(env.init(jax.random.PRNGKey(game)))]
+        for _ in range(_CHECK_PLIES):
+            _, obs, legal, *_ = compare("describe", leaves)
+            compare("network", [obs[None]])
+            if bool(compare("describe", leaves)[4]):
+                break
+            action = np.int32(rng.choice(np.flatnonzero(legal)))
+            compare("tree_step", [*leaves, action])
+            leaves = compare("step", [*leaves, action])
+
+
+def _game_json(agent: Agent, strengths: tuple[int, ...]) -> dict[str, Any]:
+    env, search = agent.env, agent.config.search
+    initial = env.init(jax.random.PRNGKey(0))
+    view = env.board_view(initial)
+    frame = view.to_json()
+    del frame["cells"]
+    return {
+        "id": env.name,
+        "title": env.title,
+        "players": list(env.player_names),
+        "num_actions": env.num_actions,
+        "max_game_length": env.max_game_length,
+        "labels": [env.action_to_str(a) for a in range(env.num_actions)],
+        "clicks": [[list(cells) for cells in env.action_clicks(a)]
+                   for a in range(env.num_actions)],
+        "move_chain": _move_chain(env),
+        "board": {"frame": frame, "cells": [c.__dict__ for c in env.board_cells()]},
+        "state": [{"name": f"s{i}", "dtype": str(np.asarray(x).dtype),
+                   "shape": list(np.shape(x)), "initial": np.asarray(x).reshape(-1).tolist()}
+                  for i, x in enumerate(jax.tree.leaves(initial))],
+        "observation_shape": list(env.observation_shape),
+        "model": model_label(agent),
+        "untrained": bool(agent.meta.get("untrained")),
+        "search": {
+            "algorithm": search.algorithm,
+            "num_simulations": agent.num_simulations,
+            "strengths": list(strengths),
+            "max_num_considered_actions": search.max_num_considered_actions,
+            "qtransform": search.qtransform,
+            "pb_c_init": search.pb_c_init,
+            "pb_c_base": search.pb_c_base,
+            "greedy_action": search.greedy_action,
+        },
+    }
+
+
+def _move_chain(env: Env) -> str:
+    """How the page writes a turn of several actions: the game's `move_chain` ("x" for
+    draughts: `9x18`, `18x27` -> `9x18x27`), else "" (the actions' notations, spaced)."""
+    return str(getattr(env, "move_chain", ""))
+
+
+def export_web(agent: Agent, out: str | Path, *, ort_dir: str | Path | None = None,
+               strengths: tuple[int, ...] = SIMULATIONS) -> Path:
+    """Writes the browser page of `agent` to `out` (see the module docstring).
+
+    Args:
+      agent: the model to export (its game, network, search settings and simulations).
+      out: the folder to write; an earlier export there is replaced, any other non-empty
+        folder is refused.
+      ort_dir: where onnxruntime-web's files are (`find_onnxruntime_web`).
+      strengths: the simulation counts the page offers, beside the model's own.
+
+    Returns:
+      `out`.
+
+    Raises:
+      WebExportError: a game or search setting that cannot be exported, a graph that
+        disagrees with JAX, a target folder that is not an earlier export, no
+        onnxruntime-web; one line naming which and why.
+    """
+    out = Path(out)
+    if out.exists() and any(out.iterdir()) and not (out / "game" / "game.json").is_file():
+        raise WebExportError(f"{out} is not empty and holds no earlier web export: give a new "
+                             "or empty folder")
+    ort_folder = find_onnxruntime_web(ort_dir)
+    _check_supported(agent)
+    functions = _game_functions(agent)
+    graphs = {name: _to_onnx(name, agent.env, *spec).SerializeToString()
+              for name, spec in functions.items()}
+    _check_graphs(agent, graphs, functions)
+    game = _game_json(agent, tuple(sorted({*strengths, agent.num_simulations})))
+
+    with tempfile.TemporaryDirectory(dir=out.parent if out.parent.exists() else None) as tmp:
+        staging = Path(tmp) / "web"
+        (staging / "static" / "ort").mkdir(parents=True)
+        (staging / "game").mkdir()
+        for name in PAGE_FILES:
+            target = staging / ("index.html" if name == "index.html" else f"static/{name}")
+            shutil.copyfile(STATIC_DIR / name, target)
+        page = (staging / "index.html").read_text()
+        (staging / "index.html").write_text(page.replace(
+            '<meta name="azjax-backend" content="server">',
+            '<meta name="azjax-backend" content="web">'))
+        for name in ORT_FILES:
+            shutil.copyfile(ort_folder / name, staging / "static" / "ort" / name)
+        (staging / "static" / "ort" / "NOTICE.txt").write_text(_ort_notice(ort_folder))
+        for name, data in graphs.items():
+            (staging / "game" / f"{name}.onnx").write_bytes(data)
+        (staging / "game" / "game.json").write_text(json.dumps(game, indent=1))
+        if out.exists():
+            shutil.rmtree(out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(str(staging), out)
+    return out
+
+
+def _ort_notice(ort_folder: Path) -> str:
+    """Which runtime the page carries and under which licence, read off its package."""
+    package = ort_folder.parent / "package.json"
+    meta = json.loads(package.read_text()) if package.is_file() else {}
+    return (f"static/ort/ holds files of {meta.get('name', 'onnxruntime-web')} "
+            f"{meta.get('version', ORT_VERSION)} (https://github.com/microsoft/onnxruntime),\n"
+            f"copyright Microsoft Corporation, licensed under the {meta.get('license', 'MIT')} "
+            "licence: https://github.com/microsoft/onnxruntime/blob/main/LICENSE\n")

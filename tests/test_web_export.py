@@ -1,0 +1,220 @@
+"""`azjax export --web` end to end in headless Chromium (Debian's `chromium`, Playwright, no
+browser download): tic-tac-toe, connect four and hexapawn (a game from user code, with no
+change to the page) exported, served by a plain static file server, played to the end by
+clicks, and the page's greedy move on 20 fixed positions per game compared with
+`Agent.act` at the same simulations."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import http.server
+import shutil
+import socketserver
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+
+from azjax.agent import Agent
+from azjax.apps.web_export import WebExportError, export_web, find_onnxruntime_web
+from azjax.envs.core import jitted_step, positions_along
+from azjax.envs.tic_tac_toe import TicTacToe
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+MODELS = {"tic_tac_toe": "tic_tac_toe", "connect_four": "connect_four",
+          "hexapawn": str(REPO_ROOT / "examples" / "hexapawn_model")}
+POSITIONS = 20  # fixed positions per game where the page's move must be Agent.act's
+SIMULATIONS = 16  # the page's "easy", the strength both sides search at on those positions
+
+
+def _have_runtime() -> bool:
+    try:
+        find_onnxruntime_web()
+    except WebExportError:
+        return False
+    return True
+
+
+pytestmark = [
+    pytest.mark.skipif(not Path(CHROMIUM).exists(),
+                       reason="needs Debian's chromium (apt-get install -y chromium)"),
+    pytest.mark.skipif(not _have_runtime(), reason="needs onnxruntime-web: `npm ci` here"),
+]
+
+
+@functools.cache
+def _agent(game: str) -> Agent:
+    return Agent.load(MODELS[game], trust_game=True)
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    """game -> the folder `export_web` wrote for its model."""
+    root = tmp_path_factory.mktemp("web")
+    return {game: export_web(_agent(game), root / game) for game in MODELS}
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):  # the test's output stays the test's
+        pass
+
+
+@contextlib.contextmanager
+def _served(folder: Path):
+    """A plain static file server over `folder` on a free port: its base URL."""
+    handler = functools.partial(_QuietHandler, directory=str(folder))
+    with socketserver.ThreadingTCPServer(("127.0.0.1", 0), handler) as server:
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        try:
+            yield f"http://127.0.0.1:{server.server_address[1]}/"
+        finally:
+            server.shutdown()
+
+
+@contextlib.contextmanager
+def _page(url: str):
+    """The page at `url` in headless Chromium, loaded (the human to move); JS errors fail."""
+    from playwright.sync_api import sync_playwright
+
+    errors: list[str] = []
+    with tempfile.TemporaryDirectory() as profile, sync_playwright() as playwright:
+        browser = playwright.chromium.launch_persistent_context(
+            profile, executable_path=CHROMIUM, headless=True, args=FLAGS)
+        try:
+            page = browser.new_page()
+            page.on("pageerror", lambda error: errors.append(str(error)))
+            page.goto(url)
+            page.wait_for_function(
+                "document.getElementById('status').textContent === 'Your move.'",
+                timeout=120_000)
+            yield page
+        finally:
+            browser.close()
+    assert not errors, errors
+
+
+def _play_by_clicks(page, rng: np.random.Generator) -> tuple[str, list[str]]:
+    """Plays the human's side by clicks to the end (a random legal move each turn: every
+    enabled cell starts one), the page's AI the other: (the result, the move list)."""
+    for _ in range(200):
+        if page.evaluate("document.getElementById('status').dataset.result || ''"):
+            break
+        count = page.locator("#history li").count()
+        while page.evaluate("document.getElementById('status').textContent") in (
+                "Your move.", "Your turn goes on: move again."):
+            cells = page.locator("#board button.cell:not([disabled])")
+            cells.nth(int(rng.integers(cells.count()))).click()
+        page.wait_for_function(
+            """n => { const s = document.getElementById('status');
+                      const turns = document.querySelectorAll('#history li').length;
+                      return s.dataset.result || (s.textContent === 'Your move.' && turns > n); }""",
+            arg=count, timeout=120_000)
+    return (page.evaluate("document.getElementById('status').dataset.result"),
+            page.locator("#history li").all_inner_texts())
+
+
+@pytest.mark.parametrize("game", sorted(MODELS))
+def test_the_exported_page_plays_a_legal_game_to_the_end_by_clicks(exported, game):
+    """Each move on the page's list is a legal turn of the game, replayed in Python, and the
+    page's result is the game's."""
+    env = _agent(game).env
+    with _served(exported[game]) as url, _page(url) as page:
+        result, history = _play_by_clicks(page, np.random.default_rng(0))
+        moves = page.evaluate("window.azjax.backend.state({game: '%s', moves: []})" % env.name)
+        assert moves["legal"], "the page's initial position has legal moves"
+    assert result in ("human", "ai", "draw")
+    state, step = env.init(jax.random.PRNGKey(0)), jitted_step(env)
+    for line in history:
+        who, _, notation = line.partition(" ")
+        assert who in ("You", "AI")
+        for action in env.parse_move(state, notation):  # ValueError for an illegal turn
+            state = step(state, action)
+    assert bool(state.terminated | state.truncated)
+    rewards = np.asarray(state.rewards)
+    human = 0  # the human moves first on the page by default
+    expected = "draw" if not rewards.any() else "human" if rewards[human] > 0 else "ai"
+    assert result == expected
+
+
+def _fixed_positions(env, count: int, seed: int) -> list[list[int]]:
+    """`count` live positions as move lists: random legal play of random lengths (fixed)."""
+    rng, step = np.random.default_rng(seed), jitted_step(env)
+    found: list[list[int]] = []
+    while len(found) < count:
+        state, moves = env.init(jax.random.PRNGKey(0)), []
+        for _ in range(int(rng.integers(0, 12))):
+            legal = np.flatnonzero(np.asarray(state.legal_action_mask))
+            moves.append(int(rng.choice(legal)))
+            state = step(state, moves[-1])
+            if bool(state.terminated | state.truncated):
+                break
+        if not bool(state.terminated | state.truncated):
+            found.append(moves)
+    return found
+
+
+@pytest.mark.parametrize("game", sorted(MODELS))
+def test_the_page_moves_as_agent_act_on_fixed_positions(exported, game):
+    """The page's greedy move at `SIMULATIONS` equals `Agent.act`'s on 20 fixed positions in
+    at least 19 (float arithmetic in another runtime may part a near tie); the differences
+    are named."""
+    agent = _agent(game)
+    env = agent.env
+    lists = _fixed_positions(env, POSITIONS, seed=1)
+    states = [list(positions_along(env, moves))[-1] for moves in lists]
+    batch = jax.tree.map(lambda *xs: np.stack(xs), *states)
+    want = np.asarray(agent.act(jax.random.PRNGKey(0), batch, num_simulations=SIMULATIONS))
+    with _served(exported[game]) as url, _page(url) as page:
+        got = [page.evaluate(
+            "r => window.azjax.backend.move(r).then(reply => reply.move)",
+            {"game": env.name, "moves": moves, "simulations": SIMULATIONS}) for moves in lists]
+    differences = [f"after {moves}: page {a}, Agent.act {b}"
+                   for moves, a, b in zip(lists, got, want.tolist(), strict=True) if a != b]
+    assert len(differences) <= 1, differences
+
+
+class _NoBoardCodes(TicTacToe):
+    """Tic-tac-toe with a board view but no codes for it."""
+
+    def board_cells(self):
+        return ()
+
+
+def test_a_game_without_board_codes_is_refused_in_one_line(tmp_path):
+    """The page draws the board from `board_codes`: a game without them is named, and
+    nothing is written."""
+    from azjax.apps.turns import untrained_agent
+
+    with pytest.raises(WebExportError, match="tic_tac_toe gives no board_cells") as error:
+        export_web(untrained_agent(_NoBoardCodes()), tmp_path / "page")
+    assert "\n" not in str(error.value)
+    assert not (tmp_path / "page").exists()
+
+
+def test_the_cli_writes_a_folder_that_a_static_server_serves(tmp_path):
+    """`azjax export GAME --web DIR` as a user runs it: one line for a bad option, then the
+    folder (page, runtime, graphs) and a line saying how to serve it."""
+    out = tmp_path / "page"
+    bad = subprocess.run([sys.executable, "-m", "azjax", "export", "tic_tac_toe", "--web",
+                          str(out), "--against", "random"], capture_output=True, text=True)
+    assert bad.returncode != 0 and "--against does not apply" in bad.stderr
+    assert not out.exists()
+    done = subprocess.run([sys.executable, "-m", "azjax", "export", "examples/hexapawn_model",
+                           "--web", str(out), "--trust-game"], capture_output=True, text=True,
+                          cwd=REPO_ROOT)
+    assert done.returncode == 0, done.stderr
+    assert "python -m http.server" in done.stdout
+    assert {p.name for p in out.iterdir()} == {"index.html", "static", "game"}
+    assert {p.name for p in (out / "game").iterdir()} == {
+        "game.json", "describe.onnx", "step.onnx", "tree_step.onnx", "network.onnx"}
+    assert (out / "static" / "ort" / "NOTICE.txt").is_file()

@@ -1,0 +1,82 @@
+// Runs the browser search (azjax/apps/static/search.js) over the synthetic model of
+// tests/test_web_search.py, for the Python test to compare with azjax's own search.
+//
+// stdin: JSON {numActions, cases: [{root: uint32 state, options: runSearch's options}]}.
+// stdout: JSON [{action, policy: [A], value, visitCounts: [A], puctTies}], one per case.
+//
+// The model is the test's `_evaluate` / `_recurrent_fn`, written again here with the same
+// uint32 arithmetic; every float it returns is k / 2^n, exact in float32.
+
+import { readFile } from "node:fs/promises";
+
+const searchUrl = new URL("../../azjax/apps/static/search.js", import.meta.url);
+let runSearch;
+try {
+  ({ runSearch } = await import(searchUrl));
+} catch (error) {
+  // A Node older than 20.19 reads a .js file outside a "type": "module" package as CommonJS.
+  if (!(error instanceof SyntaxError)) throw error;
+  const source = await readFile(searchUrl, "utf8");
+  ({ runSearch } = await import(`data:text/javascript,${encodeURIComponent(source)}`));
+}
+
+const imul = Math.imul;
+
+/** lowbias32: a uint32 -> uint32 hash. */
+function mix(x) {
+  x = (x ^ (x >>> 16)) >>> 0;
+  x = imul(x, 0x7feb352d) >>> 0;
+  x = (x ^ (x >>> 15)) >>> 0;
+  x = imul(x, 0x846ca68b) >>> 0;
+  return (x ^ (x >>> 16)) >>> 0;
+}
+
+const rand = (h, salt) => mix((h + imul(salt, 0x85ebca6b)) >>> 0);
+
+function evaluate(h, numActions) {
+  const threshold = rand(h, 99) % 7; // 0 to 6 eighths of the actions illegal
+  const alwaysLegal = rand(h, 98) % numActions;
+  const logits = new Float32Array(numActions);
+  const legal = new Uint8Array(numActions);
+  for (let a = 0; a < numActions; a++) {
+    legal[a] = (rand(h, 100 + a) % 8 >= threshold || a === alwaysLegal) ? 1 : 0;
+    logits[a] = legal[a] ? ((rand(h, 1 + a) >>> 20) - 2048) / 512 : -1e9;
+  }
+  const value = ((rand(h, 200) >>> 25) - 64) / 64;
+  return { logits, legal, value };
+}
+
+function makeModel(numActions) {
+  return {
+    async root(h) {
+      return evaluate(h, numActions);
+    },
+    async recurrent(h, action) {
+      const next = mix((h ^ imul(action + 1, 0x9e3779b9)) >>> 0);
+      const { logits, value } = evaluate(next, numActions);
+      if (rand(next, 300) % 8 === 0) { // the game ends: -1, 0 or +1 for the mover
+        return { reward: (rand(next, 301) % 3) - 1, discount: 0, logits, value: 0, state: next };
+      }
+      const bonus = rand(next, 303) % 16 === 0 ? (rand(next, 304) % 2 === 0 ? 0.25 : -0.25) : 0;
+      const discount = rand(next, 302) % 8 === 0 ? 1 : -1; // 1: the mover moves again
+      return { reward: bonus, discount, logits, value, state: next };
+    },
+  };
+}
+
+const chunks = [];
+for await (const chunk of process.stdin) chunks.push(chunk);
+const { numActions, cases } = JSON.parse(Buffer.concat(chunks).toString("utf8"));
+const model = makeModel(numActions);
+const results = [];
+for (const { root, options } of cases) {
+  const out = await runSearch(model, root, { ...options, numActions });
+  results.push({
+    action: out.action,
+    policy: Array.from(out.policy),
+    value: out.value,
+    visitCounts: Array.from(out.visitCounts),
+    puctTies: out.puctTies,
+  });
+}
+process.stdout.write(JSON.stringify(results));
