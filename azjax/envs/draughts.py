@@ -245,7 +245,7 @@ def _jump_words(mine, theirs, kings, player, movers) -> jax.Array:
 def _move_words(mine, theirs, kings, player, jumper) -> jax.Array:
     """uint32 [8]: per block (kind, direction), the bitboard of the squares its legal actions
     leave from. Jumps only (and only by `jumper` when >= 0) if any jump exists."""
-    only = jnp.where(jumper >= 0, jnp.uint32(1) << jnp.maximum(jumper, 0).astype(jnp.uint32),
+    only = jnp.where(jumper >= 0, jnp.uint32(1) << jnp.maximum(jumper.astype(jnp.int32), 0).astype(jnp.uint32),
                      _ALL)
     jumps = _jump_words(mine, theirs, kings, player, mine & only)
     empty = ~(mine | theirs)
@@ -503,7 +503,7 @@ class Draughts(Env):
         me = state.current_player
         mine, theirs, kings = state.pieces[me], state.pieces[1 - me], state.kings
         jumper = jnp.where(state.jumper >= 0,
-                           jnp.uint32(1) << jnp.maximum(state.jumper, 0).astype(jnp.uint32),
+                           jnp.uint32(1) << jnp.maximum(state.jumper.astype(jnp.int32), 0).astype(jnp.uint32),
                            jnp.uint32(0))
         none = jnp.uint32(0)
         words = [mine & ~kings, mine & kings, theirs & ~kings, theirs & kings, jumper, none, none]
@@ -641,7 +641,7 @@ class Draughts(Env):
 
     def board_codes(self, state: State) -> jax.Array:
         """int32 [64]: `board_view`'s cells as indices into `board_cells`."""
-        squares = jnp.arange(NUM_SQUARES, dtype=jnp.uint32)
+        squares = np.arange(NUM_SQUARES, dtype=np.uint32)  # a constant: ONNX has no uint Range
         black, white = (((p >> squares) & 1).astype(jnp.int32) for p in state.pieces)
         king = ((state.kings >> squares) & 1).astype(jnp.int32)
         kind = jnp.where(black | white, 1 + white + 2 * king, 0)  # [32], k as in board_cells
