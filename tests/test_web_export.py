@@ -117,7 +117,8 @@ def _play_by_clicks(page, rng: np.random.Generator) -> tuple[str, list[str]]:
         page.wait_for_function(
             """n => { const s = document.getElementById('status');
                       const turns = document.querySelectorAll('#history li').length;
-                      return s.dataset.result || (s.textContent === 'Your move.' && turns > n); }""",
+                      return s.dataset.result
+                             || (s.textContent === 'Your move.' && turns > n); }""",
             arg=count, timeout=120_000)
     return (page.evaluate("document.getElementById('status').dataset.result"),
             page.locator("#history li").all_inner_texts())
@@ -130,8 +131,10 @@ def test_the_exported_page_plays_a_legal_game_to_the_end_by_clicks(exported, gam
     env = _agent(game).env
     with _served(exported[game]) as url, _page(url) as page:
         result, history = _play_by_clicks(page, np.random.default_rng(0))
-        moves = page.evaluate("window.azjax.backend.state({game: '%s', moves: []})" % env.name)
-        assert moves["legal"], "the page's initial position has legal moves"
+        timed = page.evaluate("r => window.azjax.backend.move(r)",
+                              {"game": env.name, "moves": [], "movetime": 0.2})
+    assert timed["simulations"] >= 1 and len(timed["policy"]) == env.num_actions
+    assert bool(np.asarray(env.init(jax.random.PRNGKey(0)).legal_action_mask)[timed["move"]])
     assert result in ("human", "ai", "draw")
     state, step = env.init(jax.random.PRNGKey(0)), jitted_step(env)
     for line in history:

@@ -39,7 +39,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from azjax.agent import Agent
-from azjax.apps.serve import SIMULATIONS
+from azjax.apps.serve import MOVETIMES, SIMULATIONS
 from azjax.apps.turns import model_label
 from azjax.core.network import make_network
 from azjax.core.search import search_apply_fn, tree_env
@@ -307,6 +307,7 @@ def _game_json(agent: Agent, strengths: tuple[int, ...]) -> dict[str, Any]:
             "algorithm": search.algorithm,
             "num_simulations": agent.num_simulations,
             "strengths": list(strengths),
+            "movetimes": list(MOVETIMES),
             "max_num_considered_actions": search.max_num_considered_actions,
             "qtransform": search.qtransform,
             "pb_c_init": search.pb_c_init,

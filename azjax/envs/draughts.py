@@ -245,7 +245,8 @@ def _jump_words(mine, theirs, kings, player, movers) -> jax.Array:
 def _move_words(mine, theirs, kings, player, jumper) -> jax.Array:
     """uint32 [8]: per block (kind, direction), the bitboard of the squares its legal actions
     leave from. Jumps only (and only by `jumper` when >= 0) if any jump exists."""
-    only = jnp.where(jumper >= 0, jnp.uint32(1) << jnp.maximum(jumper.astype(jnp.int32), 0).astype(jnp.uint32),
+    jumper = jumper.astype(jnp.int32)  # int8 inside a while loop trips jax2onnx's types
+    only = jnp.where(jumper >= 0, jnp.uint32(1) << jnp.maximum(jumper, 0).astype(jnp.uint32),
                      _ALL)
     jumps = _jump_words(mine, theirs, kings, player, mine & only)
     empty = ~(mine | theirs)
@@ -502,8 +503,8 @@ class Draughts(Env):
         """
         me = state.current_player
         mine, theirs, kings = state.pieces[me], state.pieces[1 - me], state.kings
-        jumper = jnp.where(state.jumper >= 0,
-                           jnp.uint32(1) << jnp.maximum(state.jumper.astype(jnp.int32), 0).astype(jnp.uint32),
+        square = state.jumper.astype(jnp.int32)  # as in _move_words
+        jumper = jnp.where(square >= 0, jnp.uint32(1) << jnp.maximum(square, 0).astype(jnp.uint32),
                            jnp.uint32(0))
         none = jnp.uint32(0)
         words = [mine & ~kings, mine & kings, theirs & ~kings, theirs & kings, jumper, none, none]

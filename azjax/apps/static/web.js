@@ -134,6 +134,26 @@ export async function webBackend() {
   const search = meta.search;
   const defaultSimulations = search.strengths.includes(search.num_simulations)
     ? search.num_simulations : search.strengths[0];
+  // A time per move becomes simulations at the speed this page has measured (milliseconds
+  // per simulation, the mean of its searches so far): a page has no compiled chunks to stop
+  // between, so it plans the count Gumbel's halving needs from the clock.
+  const speed = { ms: 0, simulations: 0 };
+
+  async function timedSearch(model, state, options, movetime) {
+    if (!speed.simulations) {  // a first, short search measures the speed
+      const started = performance.now();
+      await runSearch(model, state, { ...options, numSimulations: 16 });
+      speed.ms += performance.now() - started;
+      speed.simulations += 16;
+    }
+    const perSimulation = speed.ms / speed.simulations;
+    const numSimulations = Math.max(1, Math.floor((1000 * movetime) / perSimulation));
+    const started = performance.now();
+    const out = await runSearch(model, state, { ...options, numSimulations });
+    speed.ms += performance.now() - started;
+    speed.simulations += numSimulations;
+    return out;
+  }
 
   function checkGame(request) {
     if (request.game !== meta.id) throw new Error(`unknown game ${request.game}; games: ${meta.id}`);
@@ -169,8 +189,12 @@ export async function webBackend() {
 
   async function move(request) {
     checkGame(request);
+    const movetime = request.movetime;
     const simulations = request.simulations ?? defaultSimulations;
-    if (!search.strengths.includes(simulations)) {
+    if (movetime !== undefined && !search.movetimes.includes(movetime)) {
+      throw new Error(`movetime must be one of ${search.movetimes.join(", ")}`);
+    }
+    if (movetime === undefined && !search.strengths.includes(simulations)) {
       throw new Error(`simulations must be one of ${search.strengths.join(", ")}`);
     }
     const moves = [...(request.moves || [])];
@@ -183,12 +207,14 @@ export async function webBackend() {
     let first = null;
     const model = g.searchModel();
     while (!d.done && d.player === ai) {
-      const out = await runSearch(model, current, {
+      const options = {
         algorithm: search.algorithm, numSimulations: simulations, numActions: meta.num_actions,
         maxNumConsideredActions: search.max_num_considered_actions,
         qtransform: search.qtransform, pbCInit: search.pb_c_init, pbCBase: search.pb_c_base,
         greedyAction: search.greedy_action,
-      });
+      };
+      const out = movetime === undefined ? await runSearch(model, current, options)
+        : await timedSearch(model, current, options, movetime);
       first = first || out;
       aiMoves.push(out.action);
       moves.push(out.action);
@@ -207,7 +233,8 @@ export async function webBackend() {
 
   return {
     games: async () => ({
-      simulations: search.strengths, default_simulations: defaultSimulations, movetimes: [],
+      simulations: search.strengths, default_simulations: defaultSimulations,
+      movetimes: search.movetimes,
       games: { [meta.id]: {
         title: meta.title, players: meta.players, num_actions: meta.num_actions,
         labels: meta.labels, model: meta.model, untrained: meta.untrained,
