@@ -220,7 +220,7 @@ def test_solves_tic_tac_toe_with_results_alone():
     assert int(found.action[1]) == 2
 
 
-@pytest.mark.parametrize("env, games", [(DRAUGHTS, 1024), (C4, 1024)],
+@pytest.mark.parametrize("env, games", [(DRAUGHTS, 256), (C4, 1024)],
                          ids=["draughts", "connect_four"])
 def test_never_plays_an_illegal_move_against_random(env, games):
     """Through the arena every evaluation plays (`run_arena`): half the games with each

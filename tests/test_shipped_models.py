@@ -42,9 +42,9 @@ def test_shipped_model_matches_its_card(game):
     if not has_oracle(agent.env):
         _check_arena_against_random(agent, card)
         return
-    # Tic-tac-toe: every position; larger oracles: the first 200 positions of each set.
+    # Tic-tac-toe: every position; larger oracles: the first 100 positions of each set.
     _check_oracle_scores(agent, card, load_oracle(agent.env),
-                         limit=None if game == "tic_tac_toe" else 200)
+                         limit=None if game == "tic_tac_toe" else 100)
 
 
 @pytest.mark.parametrize("game", SHIPPED)

@@ -53,7 +53,7 @@ PAGE_FILES = ("index.html", "app.js", "style.css", "search.js", "web.js")
 ORT_FILES = ("ort.wasm.min.mjs", "ort-wasm-simd-threaded.mjs", "ort-wasm-simd-threaded.wasm")
 ORT_VERSION = "1.31.1"  # package.json pins the same
 _REPO_ROOT = Path(__file__).resolve().parents[2]
-_CHECK_GAMES = 8  # random games replayed through the graphs before they are written
+_CHECK_GAMES = 4  # random games replayed through the graphs before they are written
 _CHECK_PLIES = 60
 
 
@@ -241,10 +241,10 @@ def _check_graphs(agent: Agent, graphs: dict[str, bytes], functions: dict) -> No
     env = agent.env
     options = ort.SessionOptions()
     options.log_severity_level = 3  # errors only: unused constants are the converter's
-    sessions = {}
+    runners = {}
     for name, data in graphs.items():
         try:
-            sessions[name] = ort.InferenceSession(data, options,
+            runners[name] = ort.InferenceSession(data, options,
                                                   providers=["CPUExecutionProvider"])
         except Exception as error:  # the runtime names the node it has no kernel for
             first = str(error).strip().splitlines()[0]
@@ -254,11 +254,11 @@ def _check_graphs(agent: Agent, graphs: dict[str, bytes], functions: dict) -> No
     rng = np.random.default_rng(0)
 
     def compare(name: str, args: list) -> list:
-        session = sessions[name]
-        feeds = {i.name: np.asarray(a) for i, a in zip(session.get_inputs(), args, strict=True)}
-        got = session.run(None, feeds)
+        runner = runners[name]
+        feeds = {i.name: np.asarray(a) for i, a in zip(runner.get_inputs(), args, strict=True)}
+        got = runner.run(None, feeds)
         want = [np.asarray(x) for x in jitted[name](*args)]
-        for output, x, y in zip(session.get_outputs(), got, want, strict=True):
+        for output, x, y in zip(runner.get_outputs(), got, want, strict=True):
             tolerance = 1e-4 if name == "network" else 1e-6  # floats: the order of operations
             same = x.shape == y.shape and (
                 np.allclose(x, y, atol=tolerance, rtol=tolerance)

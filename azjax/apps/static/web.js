@@ -22,9 +22,9 @@ function tensor(dtype, values, dims) {
 
 /** The exported game: its graphs as async functions of states (arrays of ort tensors). */
 class ExportedGame {
-  constructor(meta, sessions) {
+  constructor(meta, runners) {
     this.meta = meta;
-    this.sessions = sessions;
+    this.runners = runners;  // graph name -> its onnxruntime instance
     this.initial = meta.state.map((leaf) => tensor(leaf.dtype, leaf.initial, leaf.shape));
     this.cache = new Map([["", this.initial]]);  // move list -> state, for replays
   }
@@ -41,7 +41,7 @@ class ExportedGame {
   }
 
   async describe(state) {
-    const out = await this.sessions.describe.run(this.feeds(state));
+    const out = await this.runners.describe.run(this.feeds(state));
     return {
       codes: out.codes.data, obs: out.obs, legal: out.legal.data,
       player: out.player.data[0], done: Boolean(out.done.data[0]), rewards: out.rewards.data,
@@ -49,13 +49,13 @@ class ExportedGame {
   }
 
   async step(state, action) {
-    return this.nextState(await this.sessions.step.run(this.feeds(state, action)));
+    return this.nextState(await this.runners.step.run(this.feeds(state, action)));
   }
 
   /** Masked policy logits and value of an observation with its legal mask. */
   async evaluate(obs, legal) {
     const input = new ort.Tensor("float32", obs.data, [1, ...this.meta.observation_shape]);
-    const out = await this.sessions.network.run({ obs: input });
+    const out = await this.runners.network.run({ obs: input });
     const logits = Float32Array.from(out.logits.data, (x, a) => (legal[a] ? x : ILLEGAL_LOGIT));
     return { logits, value: out.value.data[0] };
   }
@@ -68,7 +68,7 @@ class ExportedGame {
         return { ...(await this.evaluate(d.obs, d.legal)), legal: d.legal };
       },
       recurrent: async (state, action) => {
-        const out = await this.sessions.tree_step.run(this.feeds(state, action));
+        const out = await this.runners.tree_step.run(this.feeds(state, action));
         const done = Boolean(out.done.data[0]);
         const { logits, value } = await this.evaluate(out.obs, out.legal.data);
         return {
@@ -119,12 +119,12 @@ async function loadGame() {
   const meta = await (await fetch("game/game.json")).json();
   ort.env.wasm.wasmPaths = new URL("./ort/", import.meta.url).href;
   ort.env.wasm.numThreads = 1;  // threads need a cross-origin-isolated page; a plain host is not
-  const sessions = {};
+  const runners = {};
   for (const name of GRAPHS) {
-    sessions[name] = await ort.InferenceSession.create(`game/${name}.onnx`,
+    runners[name] = await ort.InferenceSession.create(`game/${name}.onnx`,
                                                        { executionProviders: ["wasm"] });
   }
-  return new ExportedGame(meta, sessions);
+  return new ExportedGame(meta, runners);
 }
 
 /** The backend app.js plays through; its answers have the shapes of `azjax serve`'s API. */
