@@ -20,6 +20,7 @@ from pathlib import Path
 import jax
 import numpy as np
 import pytest
+from conftest import HANG_S
 
 from azjax.agent import Agent
 from azjax.apps.web_export import WebExportError, export_web, find_onnxruntime_web
@@ -104,7 +105,7 @@ def _page(url: str):
             page.goto(url)
             page.wait_for_function(
                 "document.getElementById('status').textContent === 'Your move.'",
-                timeout=120_000)
+                timeout=HANG_S * 1000)  # only ends a hung page: the wait is on an event
             yield page
         finally:
             browser.close()
@@ -127,7 +128,7 @@ def _play_by_clicks(page, rng: np.random.Generator) -> tuple[str, list[str]]:
                       const turns = document.querySelectorAll('#history li').length;
                       return s.dataset.result
                              || (s.textContent === 'Your move.' && turns > n); }""",
-            arg=count, timeout=120_000)
+            arg=count, timeout=HANG_S * 1000)
     return (page.evaluate("document.getElementById('status').dataset.result"),
             page.locator("#history li").all_inner_texts())
 
