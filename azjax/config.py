@@ -196,7 +196,7 @@ class SearchConfig:
     tree from one move to the next, the subtree under the moves played becoming the next
     search's root with its visits (`azjax.core.search_engine`). Gumbel halves over the new
     search's visits only; a game whose kept tree leaves too little room starts afresh.
-    Self-play and training's evaluation do not read it."""
+    Training's evaluation does not read it; self-play reads selfplay.tree_reuse."""
 
 
 def resolve_simulations(count: int | None, search: SearchConfig) -> int:
@@ -261,6 +261,14 @@ class SelfPlayConfig:
     """Each game draws its randomness from its own index and is searched alone (a vmap of
     batch-1 searches): the games, and so the whole run, are then the same on any number of
     devices. Off (faster, docs/scaling.md), device d of D uses the key fold_in(key, d)."""
+    tree_reuse: bool = False
+    """Keeps each game's searched tree from one ply to the next within an iteration's chunk:
+    the subtree under the move played becomes the next search's root with its visits
+    (`azjax.core.search_engine`), given fresh root noise; a game whose kept tree leaves too
+    little room (the tree holds 2 x search.num_simulations + 1 nodes) or that has just ended
+    starts afresh, and so does every game at a chunk's start. Puct's policy target counts the
+    kept visits too; gumbel's halves over the new search's visits and reads the kept ones
+    through its completed Q-values. Valid: only with per_game_randomness off."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -964,6 +972,8 @@ def _validate_selfplay(play: SelfPlayConfig, search: SearchConfig) -> None:
     _require(play.random_opening_prob == 0 or play.random_opening_max_moves >= 1,
              "selfplay.random_opening_max_moves", "must be >= 1 when random_opening_prob > 0")
     _require(play.temperature_moves >= 0, "selfplay.temperature_moves", "must be >= 0")
+    _require(not (play.tree_reuse and play.per_game_randomness), "selfplay.tree_reuse",
+             "needs per_game_randomness off (its one-game searches keep no tree)")
 
 
 def _validate_replay(replay: ReplayConfig, train: TrainConfig) -> None:

@@ -19,6 +19,7 @@ alternates between rounds), and the table shows medians.
 
     python benchmarks/bench_selfplay.py                      # config's search, B = 128, T = 42
     python benchmarks/bench_selfplay.py --batch 256 --rounds 7 --simulations 32
+    python benchmarks/bench_selfplay.py --tree-reuse       # azjax keeps its trees (tree_reuse)
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ import pgx
 from azjax import envs
 from azjax.config import ExperimentConfig, load_config
 from azjax.core.network import count_flops, init_network, make_network
-from azjax.core.search import make_search, qtransform_from_name
+from azjax.core.search import make_search, make_search_engine, qtransform_from_name
 from azjax.core.selfplay import init_selfplay, make_selfplay, resolve_lengths
 from azjax.training.metrics import machine_description
 
@@ -70,7 +71,8 @@ def build_config(args: argparse.Namespace) -> tuple[ExperimentConfig, str]:
     if args.simulations:
         search = dataclasses.replace(search, num_simulations=args.simulations)
     selfplay = dataclasses.replace(config.selfplay, batch_size=args.batch or
-                                   config.selfplay.batch_size, chunk_length=args.steps)
+                                   config.selfplay.batch_size, chunk_length=args.steps,
+                                   tree_reuse=args.tree_reuse or config.selfplay.tree_reuse)
     return dataclasses.replace(config, search=search, selfplay=selfplay), source
 
 
@@ -84,7 +86,8 @@ def make_azjax(config: ExperimentConfig, apply_fn, key: jax.Array):
     """(jitted chunk(variables, key, state) -> state, its initial state)."""
     env = envs.make(config.game)
     search_fn = make_search(env, apply_fn, config.search)
-    selfplay = make_selfplay(env, search_fn, config.selfplay)
+    engine = make_search_engine(env, apply_fn, config.search)
+    selfplay = make_selfplay(env, search_fn, config.selfplay, engine=engine)
 
     state = init_selfplay(env, config.selfplay, key)
     state = jax.tree.map(lambda x: jnp.array(x, copy=True), state)  # distinct donated buffers
@@ -207,6 +210,8 @@ def main() -> None:
                         help="search simulations (0 = the config's search.num_simulations)")
     parser.add_argument("--rounds", type=int, default=5, help="timed interleaved rounds")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--tree-reuse", action="store_true",
+                        help="azjax's self-play keeps each game's tree (selfplay.tree_reuse)")
     args = parser.parse_args()
     config, source = build_config(args)
     env = envs.make(config.game)
@@ -276,7 +281,8 @@ def main() -> None:
     size = net.width if net.kind == "resmlp" else net.channels
     print(f"config: {source}; network {net.kind} {size}x{net.blocks} "
           f"({params_count:,} parameters, {flops / 1e6:.2f} MFLOP per evaluation)")
-    print(f"search: {algo}, num_simulations={sims}{extra}, qtransform={search.qtransform}")
+    reuse = ", azjax keeps its trees (selfplay.tree_reuse)" if config.selfplay.tree_reuse else ""
+    print(f"search: {algo}, num_simulations={sims}{extra}, qtransform={search.qtransform}{reuse}")
     print(f"chunk: {steps} steps x {batch} games = {positions:,} positions, {evals} network "
           f"evaluations per position; medians of {args.rounds} interleaved rounds")
     print()

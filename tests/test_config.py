@@ -80,6 +80,8 @@ def test_override_sets_nested_keys_with_yaml_types(tmp_path):
     ({"selfplay": {"full_search_prob": 0.25}}, "selfplay.fast_simulations: must be in"),
     ({"selfplay": {"full_search_prob": 0.0}}, "selfplay.full_search_prob: in (0, 1]"),
     ({"selfplay": {"random_start_prob": 1.5}}, "selfplay.random_start_prob: in [0, 1]"),
+    ({"selfplay": {"tree_reuse": True, "per_game_randomness": True}},
+     "selfplay.tree_reuse: needs per_game_randomness off"),
     ({"search": {"contempt": 1.0}}, "search.contempt: in [0, 1)"),
     ({"search": {"contempt": -0.1}}, "search.contempt: in [0, 1)"),
     ({"search": {"material_utility": -0.1}}, "search.material_utility: in [0, 1]"),

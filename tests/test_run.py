@@ -202,40 +202,31 @@ def test_the_cosine_schedules_end_at_the_configured_floor(schedule):
 
 
 def test_a_resumed_run_may_stretch_its_learning_rate_schedule(tmp_path):
+    """A run resumed with a longer cosine and a lower floor logs the change and trains on
+    under the new schedule from the first update after the resume."""
     cosine = dataclasses.replace(CONFIG, train=dataclasses.replace(
         CONFIG.train, lr_schedule="cosine", lr_decay_steps=4))
     stretched = dataclasses.replace(cosine, train=dataclasses.replace(
         cosine.train, lr_decay_steps=400, lr_floor=0.0025))
-    for name, resumed in (("kept", cosine), ("stretched", stretched)):
-        train(_with_budget(cosine, 2), tmp_path / name, show_progress=False)
-        train(_with_budget(resumed, 4), tmp_path / name, show_progress=False)
-    resume = [r for r in read_metrics(tmp_path / "stretched" / "metrics.jsonl")
-              if r.get("event") == "resume"]
+    train(_with_budget(cosine, 2), tmp_path, show_progress=False)
+    train(_with_budget(stretched, 4), tmp_path, show_progress=False)
+    records = read_metrics(tmp_path / "metrics.jsonl")
+    resume = [r for r in records if r.get("event") == "resume"]
     assert sorted(resume[0]["config_changed"]) == [
         "budget.max_iterations: saved 2, requested 4",
         "train.lr_decay_steps: saved 4, requested 400",
         "train.lr_floor: saved 0.01, requested 0.0025"]
-    saved = yaml.safe_load((tmp_path / "stretched" / "config.yaml").read_text())
+    saved = yaml.safe_load((tmp_path / "config.yaml").read_text())
     # Resuming from it keeps the new schedule.
     assert saved["train"]["lr_decay_steps"] == 400 and saved["train"]["lr_floor"] == 0.0025
-    assert "train.lr_" not in str(read_metrics(tmp_path / "kept" / "metrics.jsonl"))
     # Each iteration records the rate of its last update step, under the schedule then in force.
     steps = CONFIG.train.updates_per_iteration
-    for name, after_resume in (("kept", cosine), ("stretched", stretched)):
-        rates = {r["iteration"]: r["train/learning_rate"]
-                 for r in read_metrics(tmp_path / name / "metrics.jsonl")
-                 if "event" not in r and r["iteration"] > 0}  # 0: the untrained baseline
-        expected = [float(learning_rate((cosine if i <= 2 else after_resume).train)(
-            i * steps - 1)) for i in (1, 2, 3, 4)]
-        np.testing.assert_allclose([rates[i] for i in (1, 2, 3, 4)], expected, rtol=1e-6)
-        if name == "stretched":
-            assert rates[3] > 5 * rates[2]  # the stretched cosine, back near its peak
-    for a, b in zip(jax.tree.leaves(_params(tmp_path / "kept", 2)),
-                    jax.tree.leaves(_params(tmp_path / "stretched", 2)), strict=True):
-        np.testing.assert_array_equal(a, b)  # the same run up to the resume...
-    assert any(not np.array_equal(a, b) for a, b in zip(  # ...then another learning rate
-        jax.tree.leaves(_params(tmp_path / "kept", 4)),
-        jax.tree.leaves(_params(tmp_path / "stretched", 4)), strict=True))
+    rates = {r["iteration"]: r["train/learning_rate"] for r in records
+             if "event" not in r and r["iteration"] > 0}  # 0: the untrained baseline
+    expected = [float(learning_rate((cosine if i <= 2 else stretched).train)(i * steps - 1))
+                for i in (1, 2, 3, 4)]
+    np.testing.assert_allclose([rates[i] for i in (1, 2, 3, 4)], expected, rtol=1e-6)
+    assert rates[3] > 5 * rates[2]  # the stretched cosine, back near its peak
 
 
 def test_a_resumed_run_may_group_its_update_steps_into_fewer_calls(tmp_path):

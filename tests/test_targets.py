@@ -207,15 +207,65 @@ def test_playout_cap_randomisation_leaves_fast_steps_without_a_policy_target():
     assert full_steps > 0 and fast_steps > 0
 
 
-def test_random_starts_replace_the_initial_position_in_their_share_of_games():
+def test_selfplay_with_kept_trees_counts_only_each_searchs_new_simulations():
+    """selfplay.tree_reuse: searches start from the kept subtree of the move played (its root
+    visits reported in `mean_kept_visits`), full and fast searches alike (playout cap: gumbel
+    halves over a schedule of its own for each), and the network evaluations count each
+    search's own root and simulations only."""
+    import dataclasses
+
+    from azjax.core.search import make_search_engine
+
+    config = tiny_config()
+    search = dataclasses.replace(config.search, num_simulations=8)
+    play = dataclasses.replace(config.selfplay, tree_reuse=True, full_search_prob=0.5,
+                               fast_simulations=2)
+    env = envs.make(config.game)
+    _, apply = make_network(config.network, env.num_actions)
+    selfplay = jax.jit(make_selfplay(env, make_search(env, apply, search), play,
+                                     engine=make_search_engine(env, apply, search)))
+    variables = init_network(config.network, env.num_actions, env.observation_shape,
+                             jax.random.PRNGKey(0))
+    state = init_selfplay(env, play, jax.random.PRNGKey(1))
+    kept = []
+    for chunk in range(2):
+        state, _, _, stats = selfplay(variables, jax.random.PRNGKey(30 + chunk), state)
+        sums = np.asarray(state.previous.policy.sum(-1))  # [T, B]; fast steps: all zeros
+        simulations = np.where(np.all(sums == 0, axis=1), play.fast_simulations,
+                               search.num_simulations)
+        assert int(stats.network_evaluations) == int(np.sum(play.batch_size * (1 + simulations)))
+        np.testing.assert_allclose(sums[sums > 0], 1.0, atol=1e-5)
+        kept.append(float(stats.mean_kept_visits))
+    assert max(kept) > 0, "no search started from a kept tree"
+    with pytest.raises(ValueError, match="tree_reuse needs a SearchEngine"):
+        make_selfplay(env, make_search(env, apply, search), play)
+
+
+@pytest.fixture(scope="module")
+def draughts_endings_selfplay():
+    """(env, play config, jitted self-play, variables): draughts self-play from random endings
+    (a few pieces, so that games end, many by capture, inside short chunks), recording
+    material; one compile for the tests below."""
+    from azjax.config import SearchConfig, SelfPlayConfig
+
+    env = envs.make("draughts")
+    config = tiny_config(game="draughts", search=SearchConfig(num_simulations=2,
+                                                              max_num_considered_actions=2))
+    play = SelfPlayConfig(batch_size=8, chunk_length=16, max_game_length=16,
+                          random_start_prob=1.0, random_opening_prob=0.0)
+    _, apply = make_network(config.network, env.num_actions)
+    selfplay = jax.jit(make_selfplay(env, make_search(env, apply, config.search), play))
+    variables = init_network(config.network, env.num_actions, env.observation_shape,
+                             jax.random.PRNGKey(0))
+    return env, play, selfplay, variables
+
+
+def test_random_starts_replace_the_initial_position_in_their_share_of_games(
+        draughts_endings_selfplay):
     """random_start_prob: those games start from `env.random_start` (draughts: endings of at
     most 6 pieces a side) with no random opening moves, at the start and at every reset; a game
     without random starts is refused by name."""
-    import dataclasses
-
-    import pytest
-
-    from azjax.config import SearchConfig, SelfPlayConfig
+    from azjax.config import SelfPlayConfig
 
     env = envs.make("draughts")
     play = SelfPlayConfig(batch_size=64, max_game_length=12, random_opening_prob=1.0,
@@ -229,21 +279,14 @@ def test_random_starts_replace_the_initial_position_in_their_share_of_games():
     assert np.all((opening[~ending] >= 1) & (opening[~ending] <= 3))
 
     # Every game of a chunk that ends is replaced by a random ending (probability 1).
-    config = tiny_config(game="draughts", search=SearchConfig(num_simulations=2,
-                                                              max_num_considered_actions=2))
-    play = dataclasses.replace(play, batch_size=4, random_start_prob=1.0, chunk_length=12,
-                               max_game_length=6)
-    _, apply = make_network(config.network, env.num_actions)
-    selfplay = jax.jit(make_selfplay(env, make_search(env, apply, config.search), play))
-    variables = init_network(config.network, env.num_actions, env.observation_shape,
-                             jax.random.PRNGKey(0))
-    state = init_selfplay(env, play, jax.random.PRNGKey(3))
+    env, play, selfplay, variables = draughts_endings_selfplay
+    state = init_selfplay(env, play, jax.random.PRNGKey(3), material=True)
     state, _, _, _ = selfplay(variables, jax.random.PRNGKey(4), state)
     state, _, _, _ = selfplay(variables, jax.random.PRNGKey(5), state)
     records = state.previous
     pieces_on_board = np.asarray(records.observation[..., :4].sum(axis=(2, 3, 4)))  # [T, B]
     after_reset = np.asarray(records.done)[:-1]  # a game that ended at t starts anew at t + 1
-    assert after_reset.sum() >= 4  # truncated at 6 steps, each game ends mid-chunk
+    assert after_reset.sum() >= 4
     assert np.all(pieces_on_board[1:][after_reset] <= 12)
     assert np.all(np.asarray(records.in_opening)[1:][after_reset] == 0)
 
@@ -263,22 +306,12 @@ def _material_from_observation(obs: np.ndarray) -> np.ndarray:
                     np.stack([theirs, mine], -1))
 
 
-def test_selfplay_records_material_and_emits_each_games_final_difference():
+def test_selfplay_records_material_and_emits_each_games_final_difference(
+        draughts_endings_selfplay):
     """material=True (a run with a material head): each step records both players' material
     after it, which is the board of the next position of the same game; each emitted position's
     target is its game's last recorded material, mine minus theirs."""
-    from azjax.config import SearchConfig, SelfPlayConfig
-
-    env = envs.make("draughts")
-    config = tiny_config(game="draughts", search=SearchConfig(num_simulations=2,
-                                                              max_num_considered_actions=2))
-    # Endings of a few pieces, so that games end (many by capture) inside short chunks.
-    play = SelfPlayConfig(batch_size=8, chunk_length=16, max_game_length=16,
-                          random_start_prob=1.0, random_opening_prob=0.0)
-    _, apply = make_network(config.network, env.num_actions)
-    selfplay = jax.jit(make_selfplay(env, make_search(env, apply, config.search), play))
-    variables = init_network(config.network, env.num_actions, env.observation_shape,
-                             jax.random.PRNGKey(0))
+    env, play, selfplay, variables = draughts_endings_selfplay
     state = init_selfplay(env, play, jax.random.PRNGKey(6), material=True)
     checked = 0
     for chunk in range(3):

@@ -1,8 +1,9 @@
 """`azjax export --web` end to end in headless Chromium (Debian's `chromium`, Playwright, no
-browser download): tic-tac-toe, connect four and hexapawn (a game from user code, with no
-change to the page) exported, served by a plain static file server, played to the end by
-clicks, and the page's greedy move on 20 fixed positions per game compared with
-`Agent.act` at the same simulations."""
+browser download): tic-tac-toe and hexapawn (a game from user code, with no change to the
+page) exported, served by a plain static file server, played to the end by clicks, and the
+page's greedy move on 20 fixed positions per game compared with `Agent.act` at the same
+simulations. Connect four and draughts export through the same graphs; their bigger networks
+cost a minute of export here, so `benchmarks/bench_web.py` measures them instead."""
 
 from __future__ import annotations
 
@@ -31,8 +32,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-MODELS = {"tic_tac_toe": "tic_tac_toe", "connect_four": "connect_four",
-          "hexapawn": str(REPO_ROOT / "examples" / "hexapawn_model")}
+MODELS = {"tic_tac_toe": "tic_tac_toe", "hexapawn": str(REPO_ROOT / "examples" / "hexapawn_model")}
 POSITIONS = 20  # fixed positions per game where the page's move must be Agent.act's
 SIMULATIONS = 16  # the page's "easy", the strength both sides search at on those positions
 

@@ -44,15 +44,12 @@ CONFIGS = (  # (algorithm, simulations, max_num_considered_actions, qtransform[,
     #           pb_c_base])
     ("gumbel", 1, 4, "completed_by_mix_value"),
     ("gumbel", 2, 16, "completed_by_mix_value"),
-    ("gumbel", 7, 4, "completed_by_mix_value"),
     ("gumbel", 16, 16, "completed_by_mix_value"),
     ("gumbel", 64, 4, "completed_by_mix_value"),
-    ("gumbel", 64, 16, "completed_by_mix_value"),
     ("gumbel", 16, 4, "by_parent_and_siblings"),
     ("gumbel", 64, 16, "by_min_max"),
-    ("puct", 2, 16, "by_parent_and_siblings"),  # puct ignores the candidates' count
-    ("puct", 16, 16, "by_parent_and_siblings", 0.75, 8.0),  # c grows visibly with visits
-    ("puct", 64, 16, "by_parent_and_siblings"),
+    ("puct", 16, 16, "by_parent_and_siblings", 0.75, 8.0),  # c grows visibly with visits;
+    # puct ignores the candidates' count
     ("puct", 64, 16, "completed_by_mix_value"),
     ("puct", 7, 16, "by_min_max"),
 )

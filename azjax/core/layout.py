@@ -31,6 +31,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec, Sharding, SingleDeviceSharding
 
 from azjax.config import ConfigError, ReplayConfig, SelfPlayConfig, TrainConfig
+from azjax.core.search_engine import SearchEngine
 from azjax.core.selfplay import SelfPlayFn, SelfPlayState, make_selfplay, sum_device_stats
 from azjax.envs.core import Env
 
@@ -147,7 +148,8 @@ def initialize_distributed(coordinator: str | None = None, num_processes: int | 
 
 
 def make_sharded_selfplay(mesh: Mesh, env: Env, search_fn: Callable[..., Any],
-                          config: SelfPlayConfig) -> SelfPlayFn:
+                          config: SelfPlayConfig, *,
+                          engine: SearchEngine | None = None) -> SelfPlayFn:
     """Self-play as D games-per-device programs (`jax.shard_map`).
 
     Device d plays games [d B/D, (d+1) B/D) of the batch, with no communication inside the
@@ -159,6 +161,7 @@ def make_sharded_selfplay(mesh: Mesh, env: Env, search_fn: Callable[..., Any],
     Args:
       mesh: the 1-D mesh (`make_mesh`); D = its device count divides `config.batch_size`.
       env: the game self-play walks; search_fn: `azjax.core.search.make_search(...)`'s function.
+      engine: the same search in steps, for `config.tree_reuse` (`make_selfplay`).
       config: self-play settings, `batch_size` B the global number of games.
 
     Returns:
@@ -167,7 +170,8 @@ def make_sharded_selfplay(mesh: Mesh, env: Env, search_fn: Callable[..., Any],
       device's order, emit bool [B * 2T], stats combined over the devices.
     """
     games_per_device = config.batch_size // mesh.devices.size
-    local = make_selfplay(env, search_fn, dataclasses.replace(config, batch_size=games_per_device))
+    local = make_selfplay(env, search_fn, dataclasses.replace(config, batch_size=games_per_device),
+                          engine=engine)
     games, steps, rep = PartitionSpec(AXIS), PartitionSpec(None, AXIS), PartitionSpec()
 
     def per_device(variables, key, state):
@@ -264,12 +268,12 @@ class Layout:
             return replicate(self.mesh, value)
         return jax.device_put(value, sharding)
 
-    def make_selfplay(self, env: Env, search_fn: Callable[..., Any],
-                      config: SelfPlayConfig) -> SelfPlayFn:
+    def make_selfplay(self, env: Env, search_fn: Callable[..., Any], config: SelfPlayConfig,
+                      *, engine: SearchEngine | None = None) -> SelfPlayFn:
         """`make_selfplay`'s function for this layout: under `shard_map` on a mesh."""
         if self.mesh is None:
-            return make_selfplay(env, search_fn, config)
-        return make_sharded_selfplay(self.mesh, env, search_fn, config)
+            return make_selfplay(env, search_fn, config, engine=engine)
+        return make_sharded_selfplay(self.mesh, env, search_fn, config, engine=engine)
 
     def constrain_batch(self, batch: Any) -> Any:
         """The sampled training batch (`Positions` [B]) laid out for the update: split over

@@ -8,6 +8,11 @@ A game still running when a chunk ends carries over: the chunk's step records ar
 carry, and a position is emitted (with its value target) in the chunk in which its game ends —
 never dropped, never twice. That needs `chunk_length >= max_game_length`, which the
 config resolution enforces (games reaching `max_game_length` are truncated: no value target).
+
+With `selfplay.tree_reuse` the searches run on a `SearchEngine` and each game's tree is kept
+from one step to the next inside the chunk's scan: after the moves are played the subtree under
+each game's move becomes its next root (`SearchEngine.advance` / `start(kept=...)`). A chunk
+starts every game's search afresh, so the state between chunks holds no tree.
 """
 
 from __future__ import annotations
@@ -23,6 +28,13 @@ import jax.numpy as jnp
 from flax import struct
 
 from azjax.config import SelfPlayConfig
+from azjax.core.search_engine import SearchEngine
+from azjax.core.selfplay_search import (
+    no_kept_trees,
+    search_games,
+    search_kept,
+    search_with_playout_cap,
+)
 from azjax.core.targets import StepRecord, emit_positions
 from azjax.core.types import Positions
 from azjax.envs.core import Env
@@ -66,6 +78,9 @@ class SelfPlayStats:
     # int32 []: network evaluations of the chunk's searches, each 1 at the root + 1 per
     # simulation (the root's visits), fast searches (`fast_simulations`) included
     network_evaluations: jax.Array = _stat("sum")
+    # float32 []: root visits a kept tree brought to a search, per search (`tree_reuse`; 0
+    # without it)
+    mean_kept_visits: jax.Array = _stat("mean")
 
 
 def sum_device_stats(stats: SelfPlayStats) -> SelfPlayStats:
@@ -109,9 +124,6 @@ def resolve_lengths(env: Env, config: SelfPlayConfig) -> tuple[int, int]:
         raise ValueError(f"selfplay.chunk_length ({chunk}) must be >= max_game_length "
                          f"({max_length}) so that unfinished games carry over exactly")
     return chunk, max_length
-
-
-_PLAYOUT_CAP_STREAM = 2**31 - 1  # fold_in data for the full/fast draw: no game id reaches it
 
 
 def _select_games(pred: jax.Array, on_true: Any, on_false: Any) -> Any:
@@ -195,26 +207,8 @@ def init_selfplay(env: Env, config: SelfPlayConfig, key: chex.PRNGKey, *,
     )
 
 
-def _search_each_game(search_fn, variables: Any, keys: jax.Array, games: Any,
-                      num_simulations: int | None = None):
-    """The search run game by game (vmap over batch-1 searches), each with its own key.
-
-    mctx draws its noise for the whole batch from one key, so a game's moves would depend on
-    which games share its batch; searched one by one they depend on the game's key alone, and
-    B games split over D devices play exactly as on one device. A whole self-play chunk runs
-    slower this way (docs/scaling.md), hence `SelfPlayConfig.per_game_randomness` is off by
-    default.
-    """
-
-    def one(key, game):
-        out = search_fn(variables, key, jax.tree.map(lambda x: x[None], game), noise=True,
-                        num_simulations=num_simulations)
-        return jax.tree.map(lambda x: x[0], out)
-
-    return jax.vmap(one)(keys, games)
-
-
-def make_selfplay(env: Env, search_fn: Callable[..., Any], config: SelfPlayConfig) -> SelfPlayFn:
+def make_selfplay(env: Env, search_fn: Callable[..., Any], config: SelfPlayConfig, *,
+                  engine: SearchEngine | None = None) -> SelfPlayFn:
     """Self-play of `config.batch_size` lockstep games, one chunk of T steps per call.
 
     With `config.per_game_randomness`, every random draw of game b at step t comes from
@@ -230,6 +224,8 @@ def make_selfplay(env: Env, search_fn: Callable[..., Any], config: SelfPlayConfi
       env: the game (its states batched [B]).
       search_fn: `azjax.core.search.make_search(...)`'s function.
       config: self-play settings; B = `batch_size`, T = the resolved `chunk_length`.
+      engine: the same search in steps (`azjax.core.search.make_search_engine`), which
+        `config.tree_reuse` searches with instead of `search_fn`; needed only then.
 
     Returns:
       `selfplay(variables, key, state, first_game=0) -> (state, positions, emit, stats)`,
@@ -240,11 +236,16 @@ def make_selfplay(env: Env, search_fn: Callable[..., Any], config: SelfPlayConfi
       stats the chunk's `SelfPlayStats`.
 
     Raises:
-      ValueError: as `resolve_lengths`, or for a random start the game does not have.
+      ValueError: as `resolve_lengths`, for a random start the game does not have, or for
+        `tree_reuse` without an engine or with `per_game_randomness`.
     """
     chunk, max_length = resolve_lengths(env, config)
     _check_random_start(env, config)
-    return functools.partial(_play_chunk, _ChunkSetup(env, search_fn, config, chunk, max_length))
+    if config.tree_reuse and (engine is None or config.per_game_randomness):
+        raise ValueError("selfplay.tree_reuse needs a SearchEngine (make_selfplay(..., "
+                         "engine=...)) and per_game_randomness off")
+    return functools.partial(_play_chunk, _ChunkSetup(env, search_fn, config, chunk, max_length,
+                                                      engine if config.tree_reuse else None))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -256,6 +257,7 @@ class _ChunkSetup:
     config: SelfPlayConfig
     chunk: int  # T: steps per chunk
     max_length: int  # plies after which a game is truncated
+    engine: SearchEngine | None = None  # searches with kept trees (`tree_reuse`) when set
 
 
 def _play_chunk(setup: _ChunkSetup, variables: Any, key: chex.PRNGKey, state: SelfPlayState,
@@ -265,9 +267,11 @@ def _play_chunk(setup: _ChunkSetup, variables: Any, key: chex.PRNGKey, state: Se
     keys = jax.random.split(key, setup.chunk)
     first_game = jnp.asarray(first_game, jnp.uint32)
     material = state.previous.material is not None
-    (games, opening), (records, root_values, evaluations) = jax.lax.scan(
+    kept = (None if setup.engine is None
+            else no_kept_trees(setup.engine, variables, key, state.games))
+    (games, opening, _), (records, root_values, evaluations, kept_visits) = jax.lax.scan(
         lambda carry, k: _play_step(setup, variables, carry, k, first_game, material),
-        (state.games, state.opening_moves), keys)
+        (state.games, state.opening_moves, kept), keys)
     positions, emit, emitted_now = emit_positions(
         state.previous, state.previous_emitted, records, setup.config.search_value_weight)
     window = 2 * setup.chunk * setup.config.batch_size
@@ -277,13 +281,14 @@ def _play_chunk(setup: _ChunkSetup, variables: Any, key: chex.PRNGKey, state: Se
     chex.assert_shape(positions.policy, (window, setup.env.num_actions))
     new_state = SelfPlayState(games=games, opening_moves=opening, previous=records,
                               previous_emitted=emitted_now)
-    return new_state, positions, emit, _chunk_stats(records, root_values, evaluations)
+    return new_state, positions, emit, _chunk_stats(records, root_values, evaluations,
+                                                    kept_visits)
 
 
-def _chunk_stats(records: StepRecord, root_values: jax.Array,
-                 evaluations: jax.Array) -> SelfPlayStats:
-    """The chunk's counts from its records [T, B], root values float32 [T, B] and network
-    evaluations int32 [T]."""
+def _chunk_stats(records: StepRecord, root_values: jax.Array, evaluations: jax.Array,
+                 kept_visits: jax.Array) -> SelfPlayStats:
+    """The chunk's counts from its records [T, B], root values float32 [T, B], network
+    evaluations int32 [T] and the root visits kept trees brought, int32 [T, B]."""
     chex.assert_equal_shape([records.done, root_values])
     chunk, batch = records.done.shape
     finished = records.done
@@ -297,23 +302,29 @@ def _chunk_stats(records: StepRecord, root_values: jax.Array,
         mean_game_length=(chunk * batch) / jnp.maximum(num_finished, 1).astype(jnp.float32),
         mean_root_value=jnp.mean(root_values),
         network_evaluations=jnp.sum(evaluations, dtype=jnp.int32),
+        mean_kept_visits=jnp.mean(kept_visits.astype(jnp.float32)),
     )
 
 
-def _play_step(setup: _ChunkSetup, variables: Any, carry: tuple[Any, jax.Array],
+def _play_step(setup: _ChunkSetup, variables: Any, carry: tuple[Any, jax.Array, Any],
                key: chex.PRNGKey, first_game: jax.Array, material: bool):
     """One lockstep step of the B games: search, pick the moves, play them, record, reset the
-    finished games. carry: (env states [B], opening moves int32 [B]); material: whether the
-    records carry both players' material; returns the new carry and (the step's `StepRecord`
-    [B], the search's root values float32 [B], its network evaluations int32 [])."""
+    finished games. carry: (env states [B], opening moves int32 [B], the kept trees: a
+    `SearchState` [B] with `tree_reuse`, else None); material: whether the records carry both
+    players' material; returns the new carry and (the step's `StepRecord` [B], the search's
+    root values float32 [B], its network evaluations int32 [], the root visits kept trees
+    brought int32 [B])."""
     env, config = setup.env, setup.config
-    games, opening = carry
+    games, opening, kept = carry
     per_game = config.per_game_randomness
     k_search, k_random, k_init, k_open = _step_keys(key, first_game, config.batch_size,
                                                     per_game)
-    search = functools.partial(_search_games, setup.search_fn, variables, k_search, games,
-                               per_game)
-    out, policy_target = _search_with_playout_cap(search, key, config)
+    if setup.engine is None:
+        search = functools.partial(search_games, setup.search_fn, variables, k_search, games,
+                                   per_game)
+    else:
+        search = functools.partial(search_kept, setup.engine, variables, k_search, games, kept)
+    out, searched, policy_target = search_with_playout_cap(search, key, config)
     random_action = _random_moves(k_random, games.legal_action_mask, per_game)
     greedy = jnp.argmax(out.policy, axis=-1).astype(jnp.int32)
     action = jnp.where(games.step_count < config.temperature_moves, out.action, greedy)
@@ -339,9 +350,19 @@ def _play_step(setup: _ChunkSetup, variables: Any, carry: tuple[Any, jax.Array],
     games = _select_games(done, fresh, stepped)
     opening = jnp.where(done, new_opening, opening)
     # Each search evaluates its root once and once per simulation; every simulation visits
-    # one of the root's children, so the visits count the simulations (full or fast).
-    evaluations = config.batch_size + jnp.sum(out.visit_counts, dtype=jnp.int32)
-    return (games, opening), (record, out.value, evaluations)
+    # one of the root's children, so the visits count the simulations (full or fast), but
+    # a kept root's visits include earlier searches': the engine counts its own.
+    if setup.engine is None:
+        simulations = jnp.sum(out.visit_counts, dtype=jnp.int32)
+        kept_visits = jnp.zeros((config.batch_size,), jnp.int32)
+    else:
+        simulations = jnp.sum(setup.engine.simulations_done(searched), dtype=jnp.int32)
+        kept_visits = jnp.sum(searched.tree.extra_data.kept_visits, axis=-1)
+        # A finished game's kept tree is for a position no game stands at: `start` sees
+        # that its root is not the new game's and searches afresh.
+        kept = setup.engine.advance(searched, action)
+    evaluations = config.batch_size + simulations
+    return (games, opening, kept), (record, out.value, evaluations, kept_visits)
 
 
 def _step_keys(key: chex.PRNGKey, first_game: jax.Array, batch: int, per_game: bool):
@@ -359,15 +380,6 @@ def _step_keys(key: chex.PRNGKey, first_game: jax.Array, batch: int, per_game: b
     return k_search, k_random, jax.random.split(k_init, batch), jax.random.split(k_open, batch)
 
 
-def _search_games(search_fn: Callable[..., Any], variables: Any, k_search: jax.Array,
-                  games: Any, per_game: bool, num_simulations: int | None = None):
-    """The search of every game: game by game with its own key [B, 2] (`per_game`), or one
-    batched search from one key [2]."""
-    if per_game:
-        return _search_each_game(search_fn, variables, k_search, games, num_simulations)
-    return search_fn(variables, k_search, games, noise=True, num_simulations=num_simulations)
-
-
 def _random_moves(k_random: jax.Array, legal_action_mask: jax.Array,
                   per_game: bool) -> jax.Array:
     """int32 [B]: a uniformly random legal move per game, from keys [B, 2] (`per_game`) or
@@ -376,19 +388,3 @@ def _random_moves(k_random: jax.Array, legal_action_mask: jax.Array,
     if per_game:
         return jax.vmap(jax.random.categorical)(k_random, logits).astype(jnp.int32)
     return jax.random.categorical(k_random, logits).astype(jnp.int32)
-
-
-def _search_with_playout_cap(search: Callable[..., Any], key: chex.PRNGKey,
-                             config: SelfPlayConfig):
-    """The step's search output and its policy target float32 [B, A]. With
-    `full_search_prob` < 1 one draw for the whole lockstep batch picks a full or a fast search
-    (`fast_simulations`); a fast one leaves no policy target (all zeros)."""
-    if config.full_search_prob < 1.0:
-        # Its own stream: split(key, n)[0] and fold_in(key, 0) are the same key here (jax's
-        # partitionable threefry), i.e. the search's or game 0's.
-        cap_key = jax.random.fold_in(key, _PLAYOUT_CAP_STREAM)
-        full = jax.random.uniform(cap_key) < config.full_search_prob
-        out = jax.lax.cond(full, search, lambda: search(config.fast_simulations))
-        return out, jnp.where(full, out.policy, 0.0)
-    out = search()
-    return out, out.policy

@@ -30,7 +30,7 @@ from azjax.core import replay as replay_lib
 from azjax.core.layout import Layout
 from azjax.core.losses import alphazero_loss
 from azjax.core.network import ApplyFn, init_network, make_network
-from azjax.core.search import make_network_search, tree_env
+from azjax.core.search import make_network_search, make_search_engine, tree_env
 from azjax.core.selfplay import SelfPlayFn, SelfPlayState, SelfPlayStats, init_selfplay
 from azjax.core.types import Positions
 from azjax.envs.core import Env
@@ -173,7 +173,11 @@ def make_steps(env: Env, network: NetworkConfig, search: SearchConfig, selfplay:
     # Self-play walks the same game tree as the search: decisions only, when asked.
     selfplay_env = tree_env(env, search)
     optimizer = make_optimizer(train)
-    play = layout.make_selfplay(selfplay_env, search_fn, selfplay)
+    engine = None
+    if selfplay.tree_reuse:  # the same search in steps, its network as make_network_search's
+        _, search_apply = make_network(network, env.num_actions, matmul_dtype=search.matmul_dtype)
+        engine = make_search_engine(env, search_apply, search)
+    play = layout.make_selfplay(selfplay_env, search_fn, selfplay, engine=engine)
 
     def initial_params(key):
         k_net, _ = jax.random.split(key)
