@@ -390,4 +390,3 @@ def make_network_search(env: Env, network: NetworkConfig, config: SearchConfig):
     `variables` are the float32 ones the training step updates."""
     _, apply_fn = make_network(network, env.num_actions, matmul_dtype=config.matmul_dtype)
     return make_search(env, apply_fn, config)
-
