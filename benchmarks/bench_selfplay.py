@@ -19,7 +19,7 @@ alternates between rounds), and the table shows medians.
 
     python benchmarks/bench_selfplay.py                      # config's search, B = 128, T = 42
     python benchmarks/bench_selfplay.py --batch 256 --rounds 7 --simulations 32
-    python benchmarks/bench_selfplay.py --tree-reuse       # azjax keeps its trees (tree_reuse)
+    python benchmarks/bench_selfplay.py --set selfplay.tree_reuse=true   # azjax keeps its trees
 """
 
 from __future__ import annotations
@@ -62,8 +62,11 @@ def build_config(args: argparse.Namespace) -> tuple[ExperimentConfig, str]:
     path = Path(args.config)
     if path.is_file():
         inside = path.resolve().is_relative_to(Path.cwd())
-        config, source = load_config(path), os.path.relpath(path) if inside else str(path)
+        config, source = (load_config(path, args.overrides),
+                          os.path.relpath(path) if inside else str(path))
     else:
+        if args.overrides:
+            raise SystemExit("--set needs a config file (--config)")
         config, source = ExperimentConfig(game="connect_four"), "ExperimentConfig defaults"
     if config.game != "connect_four":
         raise SystemExit(f"{source}: game is {config.game!r}; this benchmark is connect_four")
@@ -71,8 +74,7 @@ def build_config(args: argparse.Namespace) -> tuple[ExperimentConfig, str]:
     if args.simulations:
         search = dataclasses.replace(search, num_simulations=args.simulations)
     selfplay = dataclasses.replace(config.selfplay, batch_size=args.batch or
-                                   config.selfplay.batch_size, chunk_length=args.steps,
-                                   tree_reuse=args.tree_reuse or config.selfplay.tree_reuse)
+                                   config.selfplay.batch_size, chunk_length=args.steps)
     return dataclasses.replace(config, search=search, selfplay=selfplay), source
 
 
@@ -210,8 +212,9 @@ def main() -> None:
                         help="search simulations (0 = the config's search.num_simulations)")
     parser.add_argument("--rounds", type=int, default=5, help="timed interleaved rounds")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--tree-reuse", action="store_true",
-                        help="azjax's self-play keeps each game's tree (selfplay.tree_reuse)")
+    parser.add_argument("--set", dest="overrides", action="append", default=[],
+                        metavar="KEY=VALUE", help="a config override for azjax's side, e.g. "
+                        "selfplay.tree_reuse=true or search.solver=true (repeatable)")
     args = parser.parse_args()
     config, source = build_config(args)
     env = envs.make(config.game)
@@ -281,8 +284,9 @@ def main() -> None:
     size = net.width if net.kind == "resmlp" else net.channels
     print(f"config: {source}; network {net.kind} {size}x{net.blocks} "
           f"({params_count:,} parameters, {flops / 1e6:.2f} MFLOP per evaluation)")
-    reuse = ", azjax keeps its trees (selfplay.tree_reuse)" if config.selfplay.tree_reuse else ""
-    print(f"search: {algo}, num_simulations={sims}{extra}, qtransform={search.qtransform}{reuse}")
+    changed = f"; azjax's config with {', '.join(args.overrides)}" if args.overrides else ""
+    print(f"search: {algo}, num_simulations={sims}{extra}, qtransform={search.qtransform}"
+          f"{changed}")
     print(f"chunk: {steps} steps x {batch} games = {positions:,} positions, {evals} network "
           f"evaluations per position; medians of {args.rounds} interleaved rounds")
     print()

@@ -30,7 +30,7 @@ import numpy as np
 
 from azjax.agent import Agent
 from azjax.apps.web_export import export_web
-from azjax.envs.core import jitted_step, positions_along
+from azjax.envs.core import positions_along, random_move_lists
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 MODELS = {"tic_tac_toe": "tic_tac_toe", "connect_four": "connect_four", "draughts": "draughts",
@@ -55,21 +55,6 @@ def served(folder: Path):
             server.shutdown()
 
 
-def positions(env, count: int, seed: int) -> list[list[int]]:
-    """`count` live positions as move lists, from random play of random lengths."""
-    rng, step, found = np.random.default_rng(seed), jitted_step(env), []
-    while len(found) < count:
-        state, moves = env.init(jax.random.PRNGKey(0)), []
-        for _ in range(int(rng.integers(2, 12))):
-            moves.append(int(rng.choice(np.flatnonzero(np.asarray(state.legal_action_mask)))))
-            state = step(state, moves[-1])
-            if bool(state.terminated | state.truncated):
-                break
-        if not bool(state.terminated | state.truncated):
-            found.append(moves)
-    return found
-
-
 def folder_size(folder: Path, skip: str = "") -> int:
     return sum(f.stat().st_size for f in folder.rglob("*")
                if f.is_file() and not (skip and skip in f.parts))
@@ -82,7 +67,7 @@ def measure(game: str, out: Path, count: int, screenshot: str | None) -> dict:
     started = time.perf_counter()
     export_web(agent, out)
     export_s = time.perf_counter() - started
-    lists = positions(agent.env, count, seed=0)
+    lists = random_move_lists(agent.env, count, seed=0, plies=(2, 12))
     states = [list(positions_along(agent.env, moves))[-1] for moves in lists]
     batch = jax.tree.map(lambda *xs: np.stack(xs), *states)
     want = np.asarray(agent.act(jax.random.PRNGKey(0), batch)).tolist()

@@ -25,7 +25,7 @@ from conftest import HANG_S
 
 from azjax.agent import Agent
 from azjax.apps.web_export import WebExportError, export_web, find_onnxruntime_web
-from azjax.envs.core import jitted_step, positions_along
+from azjax.envs.core import jitted_step, positions_along, random_move_lists
 from azjax.envs.tic_tac_toe import TicTacToe
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -158,23 +158,6 @@ def test_the_exported_page_plays_a_legal_game_to_the_end_by_clicks(exported, gam
     assert result == expected
 
 
-def _fixed_positions(env, count: int, seed: int) -> list[list[int]]:
-    """`count` live positions as move lists: random legal play of random lengths (fixed)."""
-    rng, step = np.random.default_rng(seed), jitted_step(env)
-    found: list[list[int]] = []
-    while len(found) < count:
-        state, moves = env.init(jax.random.PRNGKey(0)), []
-        for _ in range(int(rng.integers(0, 12))):
-            legal = np.flatnonzero(np.asarray(state.legal_action_mask))
-            moves.append(int(rng.choice(legal)))
-            state = step(state, moves[-1])
-            if bool(state.terminated | state.truncated):
-                break
-        if not bool(state.terminated | state.truncated):
-            found.append(moves)
-    return found
-
-
 @pytest.mark.parametrize("game", sorted(MODELS))
 def test_the_page_moves_as_agent_act_on_fixed_positions(exported, game):
     """The page's greedy move at `SIMULATIONS` equals `Agent.act`'s on 20 fixed positions in
@@ -182,7 +165,7 @@ def test_the_page_moves_as_agent_act_on_fixed_positions(exported, game):
     are named."""
     agent = _agent(game)
     env = agent.env
-    lists = _fixed_positions(env, POSITIONS, seed=1)
+    lists = random_move_lists(env, POSITIONS, seed=1)
     states = [list(positions_along(env, moves))[-1] for moves in lists]
     batch = jax.tree.map(lambda *xs: np.stack(xs), *states)
     want = np.asarray(agent.act(jax.random.PRNGKey(0), batch, num_simulations=SIMULATIONS))

@@ -25,7 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 
 __all__ = ["BoardView", "Cell", "Env", "GameState", "jitted_step", "material_lead", "play_moves",
-           "positions_along", "status_line", "tree_select", "winner_of"]
+           "positions_along", "random_move_lists", "status_line", "tree_select", "winner_of"]
 
 
 class GameState(Protocol):
@@ -534,6 +534,34 @@ def random_positions(env: Env, key: jax.Array, num_games: int, plies: int) -> Ga
     k_init, k_play = jax.random.split(key)
     states = jax.vmap(env.init)(jax.random.split(k_init, num_games))
     return jax.lax.scan(play, states, jax.random.split(k_play, plies))[0]
+
+
+def random_move_lists(env: Env, count: int, seed: int, plies: tuple[int, int] = (0, 12)
+                      ) -> list[list[int]]:
+    """Move lists (action ids) of `count` positions where the game is still on, each from
+    uniformly random legal moves, as many as a draw from [plies[0], plies[1]) says; a game
+    that ends sooner is drawn again. The same seed gives the same lists: fixed positions for
+    tests and benchmarks that compare two players on them.
+
+    Args:
+      env: the game; count: how many lists; seed: numpy's seed.
+      plies: the half-open range the number of moves is drawn from.
+
+    Returns:
+      `count` move lists, each playable by `play_moves`.
+    """
+    rng, step = np.random.default_rng(seed), jitted_step(env)
+    found: list[list[int]] = []
+    while len(found) < count:
+        state, moves = env.init(jax.random.PRNGKey(0)), []
+        for _ in range(int(rng.integers(*plies))):
+            moves.append(int(rng.choice(np.flatnonzero(np.asarray(state.legal_action_mask)))))
+            state = step(state, moves[-1])
+            if bool(state.terminated | state.truncated):
+                break
+        if not bool(state.terminated | state.truncated):
+            found.append(moves)
+    return found
 
 
 def play_moves(env: Env, actions) -> GameState:
