@@ -88,7 +88,8 @@ def make_azjax(config: ExperimentConfig, apply_fn, key: jax.Array):
     """(jitted chunk(variables, key, state) -> state, its initial state)."""
     env = envs.make(config.game)
     search_fn = make_search(env, apply_fn, config.search)
-    engine = make_search_engine(env, apply_fn, config.search)
+    engine = (make_search_engine(env, apply_fn, config.search) if config.selfplay.tree_reuse
+              else None)
     selfplay = make_selfplay(env, search_fn, config.selfplay, engine=engine)
 
     state = init_selfplay(env, config.selfplay, key)

@@ -293,13 +293,14 @@ def _search_fns(env: Env, apply_fn: ApplyFn, config: SearchConfig):
 
 def make_search_engine(env: Env, apply_fn: ApplyFn, config: SearchConfig) -> SearchEngine:
     """The search of `config` over `env` and `apply_fn` (as `make_search`'s) in steps, for
-    play: chunks of simulations, tree reuse, the solver (`azjax.core.search_engine`).
+    play and for self-play with kept trees: chunks of simulations, tree reuse, the solver
+    (`azjax.core.search_engine`).
 
     Returns:
       A `SearchEngine`: `start(variables, key, states, *, capacity, planned_simulations,
       noise=False, kept=None)`, `simulate(variables, state, num_simulations)`,
       `finish(state) -> SearchOutput`, `advance(state, actions)`, `simulations_done(state)`,
-      `root_proven(state)`. A kept tree is used where its root is the new root's position,
+      `kept_visits(state)`, `root_proven(state)`. A kept tree is used where its root is the new root's position,
       every field of the state equal (and, with contempt, where its values are draw-averse
       for the new root's player to move); elsewhere the search starts afresh.
     """

@@ -353,6 +353,11 @@ class SearchEngine:
         """int32 [B]: the simulations this search ran (a kept tree's earlier ones not)."""
         return state.simulations
 
+    def kept_visits(self, state: SearchState) -> jax.Array:
+        """int32 [B]: the root visits a kept tree brought to this search (0 where it started
+        afresh)."""
+        return jnp.sum(state.tree.extra_data.kept_visits, axis=-1)
+
     def root_proven(self, state: SearchState) -> jax.Array:
         """int32 [B]: `solver.PROVEN_WIN` (1), `PROVEN_DRAW` (0) or `PROVEN_LOSS` (-1) for the
         player to move at the root, or `solver.UNPROVEN` (2), always without the solver."""

@@ -357,7 +357,7 @@ def _play_step(setup: _ChunkSetup, variables: Any, carry: tuple[Any, jax.Array, 
         kept_visits = jnp.zeros((config.batch_size,), jnp.int32)
     else:
         simulations = jnp.sum(setup.engine.simulations_done(searched), dtype=jnp.int32)
-        kept_visits = jnp.sum(searched.tree.extra_data.kept_visits, axis=-1)
+        kept_visits = setup.engine.kept_visits(searched)
         # A finished game's kept tree is for a position no game stands at: `start` sees
         # that its root is not the new game's and searches afresh.
         kept = setup.engine.advance(searched, action)
