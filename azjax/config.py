@@ -191,6 +191,13 @@ class SearchConfig:
     win plays its shortest win, a proven loss its longest resistance. The policy target is the
     search's own, from the visits made until then (a search stopped at once by a proven root
     has few)."""
+    endgame_table: int = 0
+    """Ends the tree's lines at the positions of at most this many pieces with their exact
+    result from the game's endgame table, solved from the rules, as engines use endgame
+    databases (`azjax.core.endgames`; draughts: `azjax.envs.draughts_endings`, 2-4 pieces,
+    solved once in about a minute and cached under $AZJAX_CACHE or ~/.cache/azjax). A root
+    the table solves plays its quickest win or longest resistance. 0 = off. Valid: 0, or
+    2 to the game's `Env.endgame_max_pieces` (0 for a game without a table)."""
     tree_reuse: bool = False
     """At play (`Agent.player`, `azjax play`, the arenas of `azjax eval`): keeps the searched
     tree from one move to the next, the subtree under the moves played becoming the next
@@ -899,6 +906,7 @@ def _validate(config: ExperimentConfig) -> None:
     _validate_replay(config.replay, config.train)
     _validate_train(config.train, config.replay)
     _validate_material_head(config, env)
+    _validate_endgame_table(config, env)
     _validate_eval(config.eval)
     _validate_engine_opponents(config.eval, env)
     _require(config.checkpoint.every_iterations >= 1, "checkpoint.every_iterations", ">= 1")
@@ -1015,6 +1023,14 @@ def _validate_material_head(config: ExperimentConfig, env: Any) -> None:
              "must be > 0 with network.material_head (else the head never trains)")
     _require(env.supports("material"), "network.material_head",
              f"{config.game} has no material count (Env.material)")
+
+
+def _validate_endgame_table(config: ExperimentConfig, env: Any) -> None:
+    """An endgame table needs a game that has one, of that many pieces."""
+    pieces, most = config.search.endgame_table, env.endgame_max_pieces
+    _require(pieces == 0 or 2 <= pieces <= most, "search.endgame_table",
+             f"must be 0 or in [2, {most}] for {config.game}" if most
+             else f"must be 0: {config.game} has no endgame table")
 
 
 def _validate_eval(evaluation: EvalConfig) -> None:

@@ -29,17 +29,25 @@ simulations in chunks (a time budget), the tree kept between moves, and with
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import Any
 
 import chex
 import jax
 import jax.numpy as jnp
 import mctx
-import numpy as np
 
 from azjax.config import NetworkConfig, SearchConfig, resolve_simulations
+from azjax.core.endgames import endgame_adjudicator, table_root_actions
 from azjax.core.network import ApplyFn, make_network
 from azjax.core.policies import gumbel_muzero_search, muzero_search
+from azjax.core.search_apply import (
+    material_utility_apply,
+    prior_tempered_apply,
+    search_apply_fn,
+    symmetry_averaged_apply,
+    symmetry_permutations,
+)
 from azjax.core.search_engine import SearchEngine, SearchOutput, SearchState, check_output
 from azjax.envs.core import Env, material_lead
 from azjax.envs.forced import forced_moves_played
@@ -91,13 +99,16 @@ def make_root_fn(env: Env, apply_fn: ApplyFn, material_utility: float = 0.0):
     return root_fn
 
 
-def make_recurrent_fn(env: Env, apply_fn: ApplyFn, material_utility: float = 0.0):
+def make_recurrent_fn(env: Env, apply_fn: ApplyFn, material_utility: float = 0.0,
+                      adjudicate: Callable | None = None):
     """mctx recurrent_fn stepping the real env; see the module docstring for the sign rules.
 
     `recurrent_fn(variables, key, action int32 [B], states [B])` -> (RecurrentFnOutput with
     reward, discount and value float32 [B] and prior_logits float32 [B, A], next states [B]).
     With `material_utility` a finished game's reward adds that weight x the final material
     difference for the player who moved into it, and values the material head's prediction.
+    With `adjudicate` (`Env.endgame_adjudicator`) a position the endgame table knows is a
+    finished game with its exact result.
     """
     if material_utility:
         apply_fn = material_utility_apply(apply_fn, material_utility)
@@ -106,6 +117,8 @@ def make_recurrent_fn(env: Env, apply_fn: ApplyFn, material_utility: float = 0.0
         del key
         mover = states.current_player
         next_states = jax.vmap(env.step)(states, action)
+        if adjudicate is not None:
+            next_states = jax.vmap(adjudicate)(next_states)
         done = next_states.terminated | next_states.truncated
         reward = jnp.take_along_axis(next_states.rewards, mover[:, None], axis=1)[:, 0]
         if material_utility:
@@ -156,66 +169,6 @@ def _draw_averse_recurrent_fn(recurrent_fn, contempt: float):
     return draw_averse
 
 
-def material_utility_apply(apply_fn: ApplyFn, weight: float) -> ApplyFn:
-    """`apply_fn` whose value is the network's value + `weight` x its material head's
-    prediction of the final material difference (both for the player to move): obs [B, ...] ->
-    (logits [B, A], utility float32 [B])."""
-
-    def apply(variables: Any, obs: jax.Array):
-        logits, value, material = apply_fn(variables, obs, material=True)
-        return logits, value + weight * material
-
-    return apply
-
-
-def prior_tempered_apply(apply_fn: ApplyFn, temperature: float) -> ApplyFn:
-    """`apply_fn` with its policy logits [B, A] divided by `temperature` (the prior p^(1/T));
-    the value and any other outputs pass through."""
-
-    def apply(variables: Any, obs: jax.Array, **kwargs):
-        logits, *rest = apply_fn(variables, obs, **kwargs)
-        return (logits / temperature, *rest)
-
-    return apply
-
-
-def symmetry_permutations(env: Env) -> np.ndarray:
-    """int32 [S, A]: copy k's action j is the input position's action `[k, j]`.
-
-    Read off `env.symmetries` applied to the action ids themselves, so it holds for any game
-    whose symmetries permute the policy (every game here; the conformance suite checks it).
-    """
-    obs = jnp.zeros(env.observation_shape, jnp.float32)
-    ids = jnp.arange(env.num_actions, dtype=jnp.float32)  # exact: A is far below 2**24
-    return np.asarray(env.symmetries(obs, ids)[1]).round().astype(np.int32)
-
-
-def symmetry_averaged_apply(env: Env, apply_fn: ApplyFn) -> ApplyFn:
-    """`apply_fn` averaged over the game's S symmetries: obs [B, ...] -> (logits [B, A],
-    value [B], ...), the same outputs as `apply_fn` (material [B] too when asked for).
-
-    Each position is evaluated in all S copies in one batch of B x S. The value (and material)
-    is the mean over the copies; the policy is the mean of the copies' probabilities, each
-    mapped back onto the position's own actions, returned as log-probabilities.
-    """
-    permutations = symmetry_permutations(env)  # [S, A]
-    to_input = np.argsort(permutations, axis=1)  # [S, A]: input action a is copy k's [k, a]
-    num_copies, num_actions = permutations.shape
-    blank_policy = jnp.zeros(num_actions, jnp.float32)
-
-    def apply(variables: Any, obs: jax.Array, **kwargs):
-        copies = jax.vmap(lambda o: env.symmetries(o, blank_policy)[0])(obs)  # [B, S, *obs]
-        batch = obs.shape[0]
-        logits, *rest = apply_fn(variables, copies.reshape(batch * num_copies, *obs.shape[1:]),
-                                 **kwargs)
-        probs = jax.nn.softmax(logits.reshape(batch, num_copies, num_actions), axis=-1)
-        probs = jnp.take_along_axis(probs, jnp.asarray(to_input)[None], axis=2)
-        mean = jnp.maximum(probs.mean(axis=1), jnp.finfo(jnp.float32).tiny)  # log stays finite
-        return (jnp.log(mean), *(x.reshape(batch, num_copies).mean(axis=1) for x in rest))
-
-    return apply
-
-
 def qtransform_from_name(name: str):
     """mctx's qtransform for a `SearchConfig.qtransform` name (min-max uses the game range)."""
     if name == "completed_by_mix_value":
@@ -258,24 +211,15 @@ def _policy(config: SearchConfig, recurrent_fn, variables: Any, key: chex.PRNGKe
     )
 
 
-def search_apply_fn(env: Env, apply_fn: ApplyFn, config: SearchConfig) -> ApplyFn:
-    """The network as `config`'s search evaluates positions with it: `apply_fn` averaged over
-    the game's symmetries (`symmetry_average`) and its prior tempered (`prior_temperature`),
-    where the config asks; the same signature as `apply_fn`."""
-    if config.symmetry_average:
-        apply_fn = symmetry_averaged_apply(env, apply_fn)
-    if config.prior_temperature != 1.0:
-        apply_fn = prior_tempered_apply(apply_fn, config.prior_temperature)
-    return apply_fn
-
-
 def _search_fns(env: Env, apply_fn: ApplyFn, config: SearchConfig):
     """`(tree_root, recurrent_fn)` of `config`'s search: `tree_root(variables, states [B])
     -> (mctx.RootFnOutput, the network's value [B])`, and mctx's recurrent function."""
     apply_fn = search_apply_fn(env, apply_fn, config)
     root_fn = make_root_fn(env, apply_fn, config.material_utility)
-    # The root is whatever position it is handed; below it, forced moves may be played at once.
-    recurrent_fn = make_recurrent_fn(tree_env(env, config), apply_fn, config.material_utility)
+    # The root is whatever position it is handed; below it, forced moves may be played at once
+    # and the endgame table may end the lines.
+    recurrent_fn = make_recurrent_fn(tree_env(env, config), apply_fn, config.material_utility,
+                                     endgame_adjudicator(env, config))
     if config.contempt:
         recurrent_fn = _draw_averse_recurrent_fn(recurrent_fn, config.contempt)
 
@@ -300,9 +244,11 @@ def make_search_engine(env: Env, apply_fn: ApplyFn, config: SearchConfig) -> Sea
       A `SearchEngine`: `start(variables, key, states, *, capacity, planned_simulations,
       noise=False, kept=None)`, `simulate(variables, state, num_simulations)`,
       `finish(state) -> SearchOutput`, `advance(state, actions)`, `simulations_done(state)`,
-      `kept_visits(state)`, `root_proven(state)`. A kept tree is used where its root is the new root's position,
-      every field of the state equal (and, with contempt, where its values are draw-averse
-      for the new root's player to move); elsewhere the search starts afresh.
+      `kept_visits(state)`, `root_proven(state)`. A kept tree is used where its root is the
+      new root's position, every field of the state equal (and, with contempt, where its
+      values are draw-averse for the new root's player to move); elsewhere the search starts
+      afresh. With `config.endgame_table`, `finish` plays the table's move at a root it
+      solves (`azjax.core.endgames`).
     """
     tree_root, recurrent_fn = _search_fns(env, apply_fn, config)
 
@@ -322,9 +268,13 @@ def make_search_engine(env: Env, apply_fn: ApplyFn, config: SearchConfig) -> Sea
         same = functools.reduce(jnp.logical_and, jax.tree.leaves(equal))
         return same & (embedding[1] == states.current_player) if config.contempt else same
 
+    adjudicate = endgame_adjudicator(env, config)
+    table_actions = None if adjudicate is None else table_root_actions(env, adjudicate)
     return SearchEngine(tree_root, recurrent_fn, config, qtransform_from_name(config.qtransform),
                         env.num_actions, legal_fn=lambda e: states_of(e).legal_action_mask,
-                        outcome_fn=outcome, same_root_fn=same_root)
+                        outcome_fn=outcome, same_root_fn=same_root,
+                        root_action_fn=None if table_actions is None
+                        else lambda e: table_actions(states_of(e)))
 
 
 def _solver_search(engine: SearchEngine, config: SearchConfig):
@@ -361,6 +311,8 @@ def make_search(env: Env, apply_fn: ApplyFn, config: SearchConfig):
     if config.solver:
         return _solver_search(make_search_engine(env, apply_fn, config), config)
     tree_root, recurrent_fn = _search_fns(env, apply_fn, config)
+    adjudicate = endgame_adjudicator(env, config)
+    table_actions = None if adjudicate is None else table_root_actions(env, adjudicate)
     # Without noise: the gumbel action is sequential halving's survivor (puct's would sample
     # the visits), else the argmax of the final policy.
     survivor = config.algorithm == "gumbel" and config.greedy_action == "halving"
@@ -373,6 +325,9 @@ def make_search(env: Env, apply_fn: ApplyFn, config: SearchConfig):
                       ~states.legal_action_mask, simulations, noise)
         policy = out.action_weights
         action = out.action if noise or survivor else jnp.argmax(policy, axis=-1)
+        if table_actions is not None:
+            known, best = table_actions(states)
+            action = jnp.where(known, best, action)
         summary = out.search_tree.summary()
         return check_output(SearchOutput(
             action=action.astype(jnp.int32),

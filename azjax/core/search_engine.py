@@ -181,6 +181,8 @@ class SearchEngine:
         edge's reward (solver).
       same_root_fn: `(kept root embedding [B], states [B]) -> bool [B]`: where a kept tree's
         root may stand for `states`; None: everywhere.
+      root_action_fn: `(root embedding [B]) -> (known bool [B], action int32 [B])`: where
+        known, `finish` plays that action (the endgame table's best move); None: never.
     """
 
     root_fn: Callable
@@ -191,6 +193,7 @@ class SearchEngine:
     legal_fn: Callable
     outcome_fn: Callable | None = None
     same_root_fn: Callable | None = None
+    root_action_fn: Callable | None = None
 
     def start(self, variables: Any, key: chex.PRNGKey, states: Any, *, capacity: int,
               planned_simulations: int, noise: bool = False,
@@ -328,6 +331,10 @@ class SearchEngine:
         action = action.astype(jnp.int32)
         if config.solver:
             action = solver.solved_action(tree, ~invalid, action, policy)
+        if self.root_action_fn is not None:
+            known, best = self.root_action_fn(
+                jax.tree.map(lambda x: x[:, Tree.ROOT_INDEX], tree.embeddings))
+            action = jnp.where(known, best, action)
         return check_output(SearchOutput(
             action=action, policy=policy, value=summary.value, prior_value=state.prior_value,
             visit_counts=summary.visit_counts.astype(jnp.int32)), self.num_actions)

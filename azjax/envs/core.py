@@ -17,7 +17,7 @@ from __future__ import annotations
 import abc
 import dataclasses
 import functools
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, ClassVar, Protocol
 
 import jax
@@ -151,6 +151,7 @@ class Env(abc.ABC):
     player_names: ClassVar[tuple[str, str]] = ("player 0", "player 1")
     rules: str = ""
     move_chain: ClassVar[str] = ""
+    endgame_max_pieces: ClassVar[int] = 0  # the largest `endgame_adjudicator` table; 0: none
 
     # ---- the public, shared API -------------------------------------------------------------
 
@@ -235,6 +236,22 @@ class Env(abc.ABC):
     evaluation_version: ClassVar[str] = "terminal-only"
     """Names `heuristic_value`'s weights: a change of weights gets a new version, so the
     `alphabeta:D` anchor of a rating ladder means the same from release to release."""
+
+    def endgame_adjudicator(self, max_pieces: int) -> Callable[[GameState], GameState]:
+        """Exact results of the game's small endings, for a search to end its lines at them as
+        engines end theirs at an endgame database (`search.endgame_table`).
+
+        Args:
+          max_pieces: the table's size: positions of at most this many pieces.
+
+        Returns:
+          A jit-able `adjudicate(state) -> state` of ONE state: a live position the table
+          knows comes back finished (`terminated`) with its exact result in `rewards` (by
+          player id, in [-1, 1], nearer +-1 the sooner it comes); any other comes back as it
+          was. Draughts: `azjax.envs.draughts_endings`. The default raises
+          NotImplementedError: the game has no table.
+        """
+        raise NotImplementedError(f"{self.name} has no endgame table")
 
     def heuristic_value(self, state: GameState) -> jax.Array:
         """A hand-made estimate of a live position for the player to move, which the alpha-beta

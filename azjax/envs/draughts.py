@@ -287,6 +287,7 @@ class Draughts(Env):
     title = "Draughts"
     move_hint = "PDN such as 9-13, or a whole capture 9x18x27"
     move_chain = "x"  # a multi-jump's hops 9x18, 18x27 are one move, 9x18x27 (format_move)
+    endgame_max_pieces = 4  # azjax.envs.draughts_endings
 
     def __init__(self, draw_rule: str = "laws", planes: str = "basic") -> None:
         """`draw_rule`: "laws" (the laws' forty-move rule and threefold repetition) or
@@ -456,6 +457,30 @@ class Draughts(Env):
         men = jax.lax.population_count(state.pieces & ~state.kings)
         kings = jax.lax.population_count(state.pieces & state.kings)
         return (men.astype(jnp.float32) + KING_VALUE * kings.astype(jnp.float32)) / 12.0
+
+    def endgame_adjudicator(self, max_pieces: int):
+        """`Env.endgame_adjudicator`: positions of at most `max_pieces` (2-4) pieces, whole
+        moves made (no capture in progress), finished with their result with perfect play from
+        the solved table of `azjax.envs.draughts_endings` (solved on first use, then cached),
+        valued by its `result_value`. The table counts no draw rule: a win it names may still
+        meet the forty-move rule or a repetition in the real game."""
+        from azjax.envs.draughts_endings import load_table, result_value
+
+        if not 2 <= max_pieces <= self.endgame_max_pieces:
+            raise ValueError(f"draughts endgame tables hold 2-{self.endgame_max_pieces} "
+                             f"pieces, got {max_pieces}")
+        lookup = load_table(max_pieces).lookup_fn()
+
+        def adjudicate(state: State) -> State:
+            found, result = lookup(state.pieces, state.kings, state.current_player)
+            known = found & (state.jumper < 0) & ~state.terminated & ~state.truncated
+            value = result_value(result)
+            mine_first = jnp.stack([value, -value])
+            rewards = jnp.where(state.current_player == 0, mine_first, mine_first[::-1])
+            return state.replace(terminated=state.terminated | known,
+                                 rewards=jnp.where(known, rewards, state.rewards))
+
+        return adjudicate
 
     def heuristic_value(self, state: State) -> jax.Array:
         """float32 []: the side to move's hand-made score minus the other side's, squashed into

@@ -1,0 +1,217 @@
+"""The solved draughts endgame table (`azjax.envs.draughts_endings`) and the search that reads
+it (`search.endgame_table`): every sampled position's result against its moves as the
+plain-Python reference rules make them, the key against a plain-Python one, both colours
+alike, perfect play to the table's end, the config's checks and the cache.
+
+The tests solve the table of up to 3 pieces (a few seconds); the shipped 4 is the same code.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from reference_draughts import SQUARE_OF, RefDraughts
+
+from azjax import envs
+from azjax.config import SearchConfig
+from azjax.core.search import make_search, make_search_engine
+from azjax.envs import draughts_endings
+from azjax.envs.core import winner_of
+from azjax.envs.draughts_endings import build_table, load_table
+
+PIECES = 3
+
+
+@pytest.fixture(scope="module")
+def table():
+    return build_table(PIECES)
+
+
+def _decode(key: int) -> dict[int, str]:
+    """{PDN square: letter} of a key, the mover as Black (`b`/`B`) - written from the
+    module's docstring, not its code."""
+    pieces = {}
+    while key:
+        code, key = (key & 0xFF) - 1, key >> 8
+        square, theirs, king = code // 4, (code >> 1) & 1, code & 1
+        pieces[square + 1] = ("wW" if theirs else "bB")[king]
+    return pieces
+
+
+def _key(pieces: dict[int, str], to_move: int) -> int:
+    """The key of a position (PDN square: letter) with `to_move` to move, by the docstring."""
+    key = 0
+    view = {(33 - s if to_move else s): letter for s, letter in pieces.items()}
+    for slot, square in enumerate(sorted(view)):
+        letter = view[square]
+        theirs = (letter.lower() == "w") != (to_move == 1)
+        key |= (1 + 4 * (square - 1) + 2 * theirs + letter.isupper()) << (8 * slot)
+    return key
+
+
+def _children(pieces: dict[int, str]) -> list[tuple[dict[int, str], int, bool]]:
+    """Each whole move of Black to move, by the reference: (pieces after, side to move, the
+    game over with Black the winner)."""
+    game = RefDraughts.from_position(pieces, to_move=0, draw_rule="openspiel")
+    out = []
+    for path in game.moves:
+        child = copy.deepcopy(game)
+        for a, b in zip(path, path[1:], strict=False):
+            sep = "x" if abs(a[0] - b[0]) == 2 else "-"
+            child.play(f"{SQUARE_OF[a]}{sep}{SQUARE_OF[b]}")
+        after = {SQUARE_OF[rc]: child.grid[rc[0]][rc[1]] for rc in SQUARE_OF
+                 if child.grid[rc[0]][rc[1]]}
+        out.append((after, child.to_move, child.over and child.winner == 0))
+    return out
+
+
+def test_every_sampled_result_is_its_best_move_by_the_reference_rules(table):
+    results = dict(zip(table.keys.tolist(), table.results.tolist(), strict=True))
+    rng = random.Random(0)
+    by_kind = {k: [key for key, r in results.items() if np.sign(r) == k] for k in (-1, 0, 1)}
+    sample = [key for k in (-1, 0, 1) for key in rng.sample(by_kind[k], 150)]
+    for key in sample:
+        pieces, result = _decode(key), results[key]
+        replies = []
+        for after, to_move, won in _children(pieces):
+            replies.append(-1 if won else results[_key(after, to_move)])
+        if result > 0:  # won in d: some move leaves the other side lost in d - 1
+            assert min(-r for r in replies if r < 0) == result, pieces
+        elif result < -1:  # lost in m = -result - 1: every move leaves the other side won,
+            # the slowest in m - 1
+            assert all(r > 0 for r in replies) and max(replies) == -result - 2, pieces
+        elif result == -1:  # lost now: no move at all
+            assert not replies, pieces
+        else:  # drawn: no move wins, and some move keeps the draw
+            assert not any(r < 0 for r in replies) and 0 in replies, pieces
+
+
+def test_the_table_counts_what_checkers_players_know(table):
+    results = dict(zip(table.keys.tolist(), table.results.tolist(), strict=True))
+    # A king against a king: a draw wherever neither can take the other at once.
+    assert results[_key({1: "B", 32: "W"}, 0)] == 0
+    # Two kings against one win, even from across the board; the lone king to move loses.
+    assert results[_key({1: "B", 2: "B", 32: "W"}, 0)] > 0
+    assert results[_key({1: "B", 2: "B", 32: "W"}, 1)] < 0
+    # A king and a man against a king win too, with either side to move.
+    assert results[_key({5: "B", 6: "b", 32: "W"}, 0)] > 0
+    assert results[_key({5: "B", 6: "b", 32: "W"}, 1)] < 0
+    assert table.max_pieces == PIECES and np.all(np.diff(table.keys.astype(np.int64)) > 0)
+
+
+def test_jitted_lookup_agrees_with_the_table_for_both_colours(table):
+    env = envs.make("draughts")
+    lookup = jax.jit(jax.vmap(table.lookup_fn()))
+    results = dict(zip(table.keys.tolist(), table.results.tolist(), strict=True))
+    rng = random.Random(1)
+    fens, expected = [], []
+    for key in rng.sample(sorted(results), 64):
+        pieces = _decode(key)
+        black = ",".join(("K" if p.isupper() else "") + str(s) for s, p in pieces.items()
+                         if p in "bB")
+        white = ",".join(("K" if p.isupper() else "") + str(s) for s, p in pieces.items()
+                         if p in "wW")
+        # The same position with Black to move, and turned round with White to move.
+        turned = ",".join(("K" if p.isupper() else "") + str(33 - s)
+                          for s, p in pieces.items() if p in "bB")
+        turned_theirs = ",".join(("K" if p.isupper() else "") + str(33 - s)
+                                 for s, p in pieces.items() if p in "wW")
+        fens += [f"B:W{white}:B{black}", f"W:W{turned}:B{turned_theirs}"]
+        expected += [results[key]] * 2
+    states = [env.from_fen(f) for f in fens]
+    batch = jax.tree.map(lambda *xs: jnp.stack(xs), *states)
+    found, got = lookup(batch.pieces, batch.kings, batch.current_player)
+    assert np.all(np.asarray(found))
+    np.testing.assert_array_equal(np.asarray(got), expected)
+    # Four pieces are beyond a 3-piece table.
+    big = env.from_fen("B:W31,32:B1,2")
+    found, _ = jax.jit(table.lookup_fn())(big.pieces, big.kings, big.current_player)
+    assert not bool(found)
+
+
+def _zero_network(variables, obs):
+    del variables
+    return jnp.zeros((obs.shape[0], envs.make("draughts").num_actions)), jnp.zeros(obs.shape[0])
+
+
+@pytest.fixture(scope="module")
+def table_search(table, tmp_path_factory, monkeypatch_module):
+    monkeypatch_module.setenv("AZJAX_CACHE", str(tmp_path_factory.mktemp("cache")))
+    np.savez(draughts_endings.table_path(PIECES), keys=table.keys, results=table.results)
+    load_table.cache_clear()
+    config = SearchConfig(num_simulations=8, endgame_table=PIECES, play_forced_moves=True)
+    env = envs.make("draughts")
+    yield env, jax.jit(make_search(env, _zero_network, config), static_argnames="noise")
+    load_table.cache_clear()
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_module():
+    with pytest.MonkeyPatch.context() as patch:
+        yield patch
+
+
+def test_a_network_that_knows_nothing_plays_table_endings_perfectly(table, table_search):
+    """Both sides search with a network of zeros: the table's moves alone win each won
+    ending in exactly its count of moves, under the laws' draw rules."""
+    env, search = table_search
+    results = dict(zip(table.keys.tolist(), table.results.tolist(), strict=True))
+    rng = random.Random(2)
+    won = sorted(key for key, r in results.items() if 9 <= r <= 41)
+    for key in rng.sample(won, 4):
+        pieces = _decode(key)
+        black = ",".join(("K" if p.isupper() else "") + str(s) for s, p in pieces.items()
+                         if p in "bB")
+        white = ",".join(("K" if p.isupper() else "") + str(s) for s, p in pieces.items()
+                         if p in "wW")
+        state = env.from_fen(f"B:W{white}:B{black}")
+        moves = 0
+        while not bool(state.terminated):
+            mover = int(state.current_player)
+            out = search(None, jax.random.PRNGKey(moves), jax.tree.map(lambda x: x[None], state),
+                         noise=False)
+            state = env.step(state, out.action[0])
+            moves += int(state.current_player) != mover or bool(state.terminated)
+        assert winner_of(state) == 0 and moves == results[key], (pieces, moves)
+
+
+def test_the_search_engine_plays_the_tables_move_too(table_search):
+    env, _ = table_search
+    config = SearchConfig(num_simulations=8, endgame_table=PIECES)
+    engine = make_search_engine(env, _zero_network, config)
+    # Black's two kings against a lone king: 1-6 and 2-6 lose no time; the table picks one
+    # of the quickest wins, which the plain search of a zero network does not know.
+    state = jax.tree.map(lambda x: x[None], env.from_fen("B:WK32:BK1,K2"))
+    run = engine.start(None, jax.random.PRNGKey(0), state, capacity=9, planned_simulations=8)
+    action = int(engine.finish(engine.simulate(None, run, 8)).action[0])
+    quickest = []
+    results = dict(zip(load_table(PIECES).keys.tolist(),
+                       load_table(PIECES).results.tolist(), strict=True))
+    for move, (a,) in env.legal_moves(env.from_fen("B:WK32:BK1,K2")).items():
+        child = env.step(env.from_fen("B:WK32:BK1,K2"), a)
+        pieces = {s + 1: ("wW" if (int(child.pieces[1]) >> s) & 1 else "bB")[
+            (int(child.kings) >> s) & 1] for s in range(32)
+            if (int(child.pieces[0] | child.pieces[1]) >> s) & 1}
+        quickest.append((-results[_key(pieces, 1)], move, a))
+    best = min(q[0] for q in quickest)
+    assert action in {a for d, _, a in quickest if d == best}
+
+
+def test_the_cache_is_read_back_and_a_broken_one_solved_again(tmp_path, monkeypatch):
+    monkeypatch.setenv("AZJAX_CACHE", str(tmp_path))
+    solve = load_table.__wrapped__  # past the in-process cache
+    first = solve(2)
+    path = draughts_endings.table_path(2)
+    assert path.exists()
+    again = solve(2)
+    np.testing.assert_array_equal(again.results, first.results)
+    path.write_bytes(b"not a table")
+    repaired = solve(2)
+    np.testing.assert_array_equal(repaired.keys, first.keys)
+    with np.load(path) as saved:  # written again, whole
+        np.testing.assert_array_equal(saved["results"], first.results)
