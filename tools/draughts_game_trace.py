@@ -183,8 +183,11 @@ def main() -> None:
                         help="the agent plays Black in the even games, White in the odd ones")
     parser.add_argument("--every", type=int, default=6, help="plies between balance readings")
     parser.add_argument("--save", default=None, help="write the traces to this .npz")
+    parser.add_argument("--set", dest="overrides", action="append", default=[],
+                        metavar="KEY=VALUE", help="a search override for the agent, as "
+                        "`azjax eval --set` (repeatable), e.g. search.endgame_table=4")
     args = parser.parse_args()
-    agent = Agent.load(args.agent)
+    agent = Agent.load(args.agent).with_search(args.overrides)
     if agent.env.name != "draughts":
         raise SystemExit(f"{args.agent} plays {agent.env.name}; this trace reads draughts boards")
     trace = play(agent, args.against, args.games, agent.search_simulations(args.simulations),

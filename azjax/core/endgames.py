@@ -35,10 +35,11 @@ def endgame_adjudicator(env: Env, config: SearchConfig) -> Callable | None:
 
 
 def table_root_actions(env: Env, adjudicate: Callable):
-    """`table_actions(states [B]) -> (known bool [B], action int32 [B])`: where a root's every
-    legal move leads to a finished game or a position the endgame table knows, the move with
-    the best exact result (the quickest win, the longest resistance); elsewhere known is
-    False (a root beyond the table, or one with a capture that goes on)."""
+    """`table_actions(states [B]) -> (known bool [B], action int32 [B])`: where a root is in
+    the endgame table and its every legal move leads to a finished game or a position the
+    table knows, the move with the best exact result (the quickest win, the longest
+    resistance); elsewhere known is False (a root beyond the table, or one whose capture goes
+    on). A batch with no root in the table steps no child (one `lax.cond`)."""
 
     def one(state: Any) -> tuple[jax.Array, jax.Array]:
         children = jax.vmap(lambda a: adjudicate(env.step(state, a)))(
@@ -46,8 +47,19 @@ def table_root_actions(env: Env, adjudicate: Callable):
         legal = state.legal_action_mask
         settled = children.terminated | children.truncated
         value = children.rewards[:, state.current_player]
-        live = ~(state.terminated | state.truncated)
-        known = live & jnp.all(settled | ~legal)
-        return known, jnp.argmax(jnp.where(legal, value, -jnp.inf)).astype(jnp.int32)
+        return jnp.all(settled | ~legal), jnp.argmax(
+            jnp.where(legal, value, -jnp.inf)).astype(jnp.int32)
 
-    return jax.vmap(one)
+    def in_table(state: Any) -> jax.Array:
+        live = ~(state.terminated | state.truncated)
+        return live & adjudicate(state).terminated
+
+    def table_actions(states: Any) -> tuple[jax.Array, jax.Array]:
+        solved = jax.vmap(in_table)(states)
+        batch = solved.shape[0]
+        known, action = jax.lax.cond(
+            jnp.any(solved), jax.vmap(one),
+            lambda _: (jnp.zeros(batch, bool), jnp.zeros(batch, jnp.int32)), states)
+        return solved & known, action
+
+    return table_actions
