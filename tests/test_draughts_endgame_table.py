@@ -54,6 +54,18 @@ def _key(pieces: dict[int, str], to_move: int) -> int:
     return key
 
 
+def _fen(pieces: dict[int, str], to_move: int) -> str:
+    """The FEN of a mover's-view position (`_decode`) with Black to move (`to_move` 0), or
+    turned round by 180 degrees, colours swapped, with White to move (1)."""
+
+    def side(letters):
+        return ",".join(("K" if p.isupper() else "") + str(33 - s if to_move else s)
+                        for s, p in pieces.items() if p in letters)
+
+    mover, other = side("bB"), side("wW")
+    return f"B:W{other}:B{mover}" if to_move == 0 else f"W:W{mover}:B{other}"
+
+
 def _children(pieces: dict[int, str]) -> list[tuple[dict[int, str], int, bool]]:
     """Each whole move of Black to move, by the reference: (pieces after, side to move, the
     game over with Black the winner)."""
@@ -112,16 +124,8 @@ def test_jitted_lookup_agrees_with_the_table_for_both_colours(table):
     fens, expected = [], []
     for key in rng.sample(sorted(results), 64):
         pieces = _decode(key)
-        black = ",".join(("K" if p.isupper() else "") + str(s) for s, p in pieces.items()
-                         if p in "bB")
-        white = ",".join(("K" if p.isupper() else "") + str(s) for s, p in pieces.items()
-                         if p in "wW")
         # The same position with Black to move, and turned round with White to move.
-        turned = ",".join(("K" if p.isupper() else "") + str(33 - s)
-                          for s, p in pieces.items() if p in "bB")
-        turned_theirs = ",".join(("K" if p.isupper() else "") + str(33 - s)
-                                 for s, p in pieces.items() if p in "wW")
-        fens += [f"B:W{white}:B{black}", f"W:W{turned}:B{turned_theirs}"]
+        fens += [_fen(pieces, 0), _fen(pieces, 1)]
         expected += [results[key]] * 2
     states = [env.from_fen(f) for f in fens]
     batch = jax.tree.map(lambda *xs: jnp.stack(xs), *states)
@@ -165,19 +169,15 @@ def monkeypatch_module():
 def test_a_network_that_knows_nothing_plays_table_endings_perfectly(table, table_search,
                                                                      noise):
     """Both sides search with a network that knows nothing, greedy as in play or with
-    self-play's noise: the table's moves alone win each won ending in exactly its count of moves, under
-    the laws' draw rules."""
+    self-play's noise: the table's moves alone win each won ending in exactly its count of
+    moves, under the laws' draw rules."""
     env, search = table_search
     results = dict(zip(table.keys.tolist(), table.results.tolist(), strict=True))
     rng = random.Random(2 + noise)
     won = sorted(key for key, r in results.items() if 9 <= r <= 41)
     for key in rng.sample(won, 3):
         pieces = _decode(key)
-        black = ",".join(("K" if p.isupper() else "") + str(s) for s, p in pieces.items()
-                         if p in "bB")
-        white = ",".join(("K" if p.isupper() else "") + str(s) for s, p in pieces.items()
-                         if p in "wW")
-        state = env.from_fen(f"B:W{white}:B{black}")
+        state = env.from_fen(_fen(pieces, 0))
         moves = 0
         while not bool(state.terminated):
             mover = int(state.current_player)
