@@ -21,7 +21,7 @@ from azjax import envs
 from azjax.config import SearchConfig
 from azjax.core.search import make_search, make_search_engine
 from azjax.envs import draughts_endings
-from azjax.envs.core import winner_of
+from azjax.envs.core import jitted_step, winner_of
 from azjax.envs.draughts_endings import build_table, load_table
 
 PIECES = 3
@@ -172,6 +172,7 @@ def test_a_network_that_knows_nothing_plays_table_endings_perfectly(table, table
     self-play's noise: the table's moves alone win each won ending in exactly its count of
     moves, under the laws' draw rules."""
     env, search = table_search
+    step = jitted_step(env)
     results = dict(zip(table.keys.tolist(), table.results.tolist(), strict=True))
     rng = random.Random(2 + noise)
     won = sorted(key for key, r in results.items() if 9 <= r <= 41)
@@ -183,7 +184,7 @@ def test_a_network_that_knows_nothing_plays_table_endings_perfectly(table, table
             mover = int(state.current_player)
             out = search(None, jax.random.PRNGKey(moves), jax.tree.map(lambda x: x[None], state),
                          noise=noise)
-            state = env.step(state, out.action[0])
+            state = step(state, out.action[0])
             moves += int(state.current_player) != mover or bool(state.terminated)
         assert winner_of(state) == 0 and moves == results[key], (pieces, moves)
 
