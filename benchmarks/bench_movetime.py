@@ -2,12 +2,14 @@
 
     python benchmarks/bench_movetime.py [--game connect_four] [--movetime 0.05 0.2 1]
                                         [--batch 1] [--moves 20] [--keep-tree]
+                                        [--set KEY=VALUE ...]
 
 The shipped agent of `--game` thinks `--movetime` seconds per move (`Agent.player`) in
 `--moves` positions of a game it plays against itself (a batch of `--batch` such games at
 once, sharing the clock). The table shows, per time: the seconds a move took (median, and the
 worst), their ratio to the asked time, and the simulations per move reached (median, min, max).
-Compiling happens before the clock starts and is not counted.
+Compiling happens before the clock starts and is not counted. `--set` changes the agent's
+search (as `azjax eval --set`), e.g. `search.endgame_table=4` to weigh a table's lookups.
 """
 
 from __future__ import annotations
@@ -51,10 +53,13 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--moves", type=int, default=20)
     parser.add_argument("--keep-tree", action="store_true")
+    parser.add_argument("--set", dest="overrides", action="append", default=[],
+                        metavar="KEY=VALUE", help="a search override (repeatable)")
     args = parser.parse_args()
-    agent = Agent.load(args.game)
+    agent = Agent.load(args.game).with_search(args.overrides)
     print(f"{args.game}, batch {args.batch}, {args.moves} moves per time, keep tree "
-          f"{args.keep_tree}; {jax.devices()[0].device_kind}")
+          f"{args.keep_tree}, overrides {args.overrides or 'none'}; "
+          f"{jax.devices()[0].device_kind}")
     print(f"{'movetime s':>10} | {'median s':>9} | {'max s':>7} | {'median/asked':>12} | "
           f"{'sims median':>11} | {'sims min':>8} | {'sims max':>8}")
     for movetime in args.movetime:
