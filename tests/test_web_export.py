@@ -23,6 +23,7 @@ import numpy as np
 import pytest
 from conftest import HANG_S
 
+from azjax import envs
 from azjax.agent import Agent
 from azjax.apps.web_export import WebExportError, export_web, find_onnxruntime_web
 from azjax.envs.core import jitted_step, positions_along, random_move_lists
@@ -193,6 +194,17 @@ def test_a_game_without_board_codes_is_refused_in_one_line(tmp_path):
     with pytest.raises(WebExportError, match="tic_tac_toe gives no board_cells") as error:
         export_web(untrained_agent(_NoBoardCodes()), tmp_path / "page")
     assert "\n" not in str(error.value)
+    assert not (tmp_path / "page").exists()
+
+
+def test_an_endgame_table_is_refused_in_one_line(tmp_path):
+    """The page has no endgame table: a model searching with one is named with the way out."""
+    from azjax.apps.turns import untrained_agent
+
+    agent = untrained_agent(envs.make("draughts")).with_search(["search.endgame_table=2"])
+    with pytest.raises(WebExportError, match="search.endgame_table is not played in the "
+                                             "browser: export with --set search.endgame_table=0"):
+        export_web(agent, tmp_path / "page")
     assert not (tmp_path / "page").exists()
 
 

@@ -150,7 +150,8 @@ def _check_supported(agent: Agent) -> None:
         ("search.contempt", search.contempt, "0"),
         ("search.material_utility", search.material_utility, "0"),
         ("search.solver", search.solver, "false"),
-        ("search.tree_reuse", search.tree_reuse, "false")) if value]
+        ("search.tree_reuse", search.tree_reuse, "false"),
+        ("search.endgame_table", search.endgame_table, "0")) if value]
     if unsupported:
         name, off = unsupported[0]
         raise WebExportError(f"{name} is not played in the browser: export with --set "
