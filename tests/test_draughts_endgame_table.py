@@ -197,8 +197,14 @@ def test_the_search_engine_plays_the_tables_move_too(table, table_search):
     # moves (the others in 23), and the network prefers 9-5.
     pieces = {9: "B", 31: "B", 28: "W"}
     state = jax.tree.map(lambda x: x[None], env.from_fen("B:WK28:BK9,K31"))
-    run = engine.start(None, jax.random.PRNGKey(0), state, capacity=9, planned_simulations=8)
-    action = int(engine.finish(engine.simulate(None, run, 8)).action[0])
+
+    @jax.jit
+    def search(state):
+        run = engine.start(None, jax.random.PRNGKey(0), state, capacity=9,
+                           planned_simulations=8)
+        return engine.finish(engine.simulate(None, run, 8)).action[0]
+
+    action = int(search(state))
     results = dict(zip(table.keys.tolist(), table.results.tolist(), strict=True))
     moves = RefDraughts.from_position(pieces, to_move=0).whole_moves()
     wins = {env.str_to_action(move): -results[_key(after, to_move)]
