@@ -33,6 +33,7 @@ import itertools
 import logging
 import os
 import pathlib
+import sys
 import time
 
 import jax
@@ -298,9 +299,9 @@ def table_path(max_pieces: int) -> pathlib.Path:
 
 @functools.cache
 def load_table(max_pieces: int = MAX_PIECES) -> EndgameTable:
-    """The solved table of `max_pieces`, from `table_path`'s cache, else solved (and cached;
-    a cache that cannot be read is solved again, a cache that cannot be written only
-    logged)."""
+    """The solved table of `max_pieces`, from `table_path`'s cache, else solved with progress
+    lines on stderr and cached (a cache that cannot be read is solved again, one that cannot
+    be written only logged)."""
     path = table_path(max_pieces)
     try:
         with np.load(path) as saved:
@@ -313,9 +314,12 @@ def load_table(max_pieces: int = MAX_PIECES) -> EndgameTable:
         pass
     except (OSError, ValueError, KeyError) as error:
         log.warning("endgame table cache %s unreadable (%s): solving again", path, error)
-    log.info("solving the draughts endgame table of up to %d pieces (once; cached at %s)",
-             max_pieces, path)
-    table = build_table(max_pieces, progress=log.info)
+    def say(line: str) -> None:  # long work shows progress: plain lines on stderr
+        print(f"endgame table: {line}", file=sys.stderr, flush=True)
+
+    say(f"solving every draughts position of up to {max_pieces} pieces, once (under a "
+        f"minute on two cores); it will be cached at {path}")
+    table = build_table(max_pieces, progress=say)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         partial = path.with_suffix(".partial.npz")
