@@ -212,14 +212,18 @@ def _policy(config: SearchConfig, recurrent_fn, variables: Any, key: chex.PRNGKe
 
 
 def _search_fns(env: Env, apply_fn: ApplyFn, config: SearchConfig):
-    """`(tree_root, recurrent_fn)` of `config`'s search: `tree_root(variables, states [B])
-    -> (mctx.RootFnOutput, the network's value [B])`, and mctx's recurrent function."""
+    """`(tree_root, recurrent_fn, table_actions)` of `config`'s search:
+    `tree_root(variables, states [B]) -> (mctx.RootFnOutput, the network's value [B])`, mctx's
+    recurrent function, and `table_root_actions` of the endgame table (None without one)."""
     apply_fn = search_apply_fn(env, apply_fn, config)
     root_fn = make_root_fn(env, apply_fn, config.material_utility)
+    # One table for the tree and the root: its arrays are constants of the compiled search.
+    adjudicate = endgame_adjudicator(env, config)
+    table_actions = None if adjudicate is None else table_root_actions(env, adjudicate)
     # The root is whatever position it is handed; below it, forced moves may be played at once
     # and the endgame table may end the lines.
     recurrent_fn = make_recurrent_fn(tree_env(env, config), apply_fn, config.material_utility,
-                                     endgame_adjudicator(env, config))
+                                     adjudicate)
     if config.contempt:
         recurrent_fn = _draw_averse_recurrent_fn(recurrent_fn, config.contempt)
 
@@ -232,7 +236,7 @@ def _search_fns(env: Env, apply_fn: ApplyFn, config: SearchConfig):
                                                     config.contempt),
                             embedding=(states, players)), root.value
 
-    return tree_root, recurrent_fn
+    return tree_root, recurrent_fn, table_actions
 
 
 def make_search_engine(env: Env, apply_fn: ApplyFn, config: SearchConfig) -> SearchEngine:
@@ -250,7 +254,7 @@ def make_search_engine(env: Env, apply_fn: ApplyFn, config: SearchConfig) -> Sea
       afresh. With `config.endgame_table`, `finish` plays the table's move at a root it
       solves (`azjax.core.endgames`).
     """
-    tree_root, recurrent_fn = _search_fns(env, apply_fn, config)
+    tree_root, recurrent_fn, table_actions = _search_fns(env, apply_fn, config)
 
     def states_of(embedding: Any) -> Any:
         return embedding[0] if config.contempt else embedding
@@ -268,8 +272,6 @@ def make_search_engine(env: Env, apply_fn: ApplyFn, config: SearchConfig) -> Sea
         same = functools.reduce(jnp.logical_and, jax.tree.leaves(equal))
         return same & (embedding[1] == states.current_player) if config.contempt else same
 
-    adjudicate = endgame_adjudicator(env, config)
-    table_actions = None if adjudicate is None else table_root_actions(env, adjudicate)
     return SearchEngine(tree_root, recurrent_fn, config, qtransform_from_name(config.qtransform),
                         env.num_actions, legal_fn=lambda e: states_of(e).legal_action_mask,
                         outcome_fn=outcome, same_root_fn=same_root,
@@ -310,9 +312,7 @@ def make_search(env: Env, apply_fn: ApplyFn, config: SearchConfig):
     """
     if config.solver:
         return _solver_search(make_search_engine(env, apply_fn, config), config)
-    tree_root, recurrent_fn = _search_fns(env, apply_fn, config)
-    adjudicate = endgame_adjudicator(env, config)
-    table_actions = None if adjudicate is None else table_root_actions(env, adjudicate)
+    tree_root, recurrent_fn, table_actions = _search_fns(env, apply_fn, config)
     # Without noise: the gumbel action is sequential halving's survivor (puct's would sample
     # the visits), else the argmax of the final policy.
     survivor = config.algorithm == "gumbel" and config.greedy_action == "halving"
