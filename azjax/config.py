@@ -196,8 +196,9 @@ class SearchConfig:
     result from the game's endgame table, solved from the rules, as engines use endgame
     databases (`azjax.core.endgames`; draughts: `azjax.envs.draughts_endings`, 2-4 pieces,
     solved once in about a minute and cached under $AZJAX_CACHE or ~/.cache/azjax). A root
-    the table solves plays its quickest win or longest resistance. 0 = off. Valid: 0, or
-    2 to the game's `Env.endgame_max_pieces` (0 for a game without a table)."""
+    the table solves plays its quickest win or longest resistance; self-play games end where
+    they reach it, with its result. 0 = off. Valid: 0, or 2 to the game's
+    `Env.endgame_max_pieces` (0 for a game without a table)."""
     tree_reuse: bool = False
     """At play (`Agent.player`, `azjax play`, the arenas of `azjax eval`): keeps the searched
     tree from one move to the next, the subtree under the moves played becoming the next

@@ -18,8 +18,10 @@ import pytest
 from reference_draughts import SQUARE_OF, RefDraughts
 
 from azjax import envs
-from azjax.config import SearchConfig
+from azjax.config import SearchConfig, SelfPlayConfig
+from azjax.core.endgames import endgame_adjudicator
 from azjax.core.search import make_search, make_search_engine
+from azjax.core.selfplay import init_selfplay, make_selfplay
 from azjax.envs import draughts_endings
 from azjax.envs.core import jitted_step, winner_of
 from azjax.envs.draughts_endings import build_table, load_table
@@ -211,6 +213,33 @@ def test_the_search_engine_plays_the_tables_move_too(table, table_search):
             for move, (after, to_move, _) in zip(moves, _children(pieces), strict=True)}
     assert sorted(wins.values()) == [19, 23, 23, 23, 23, 23]
     assert env.action_to_str(action) == "9-14"
+
+
+@pytest.mark.parametrize("with_table", [True, False], ids=["table", "no-table"])
+def test_self_play_games_end_where_the_table_knows_them(table, table_search, with_table):
+    """Self-play from won and lost positions of the table: with the search's table each game
+    ends on its first move, valued at the root's exact result (the table's move keeps it);
+    without it, the same games play on."""
+    env, search = table_search
+    results = dict(zip(table.keys.tolist(), table.results.tolist(), strict=True))
+    roots = random.Random(5).sample(sorted(k for k, r in results.items() if abs(r) >= 9), 8)
+    config = SelfPlayConfig(batch_size=len(roots), chunk_length=4, max_game_length=4,
+                            temperature_moves=4, symmetries=False)
+    adjudicate = endgame_adjudicator(env, SearchConfig(endgame_table=PIECES))
+    play = jax.jit(make_selfplay(env, search, config,
+                                 adjudicate=adjudicate if with_table else None))
+    state = init_selfplay(env, config, jax.random.PRNGKey(0))
+    starts = [env.from_fen(_fen(_decode(key), 0)) for key in roots]
+    state = state.replace(games=jax.tree.map(lambda *x: jnp.stack(x), *starts))
+    _, positions, emit, _ = play(None, jax.random.PRNGKey(1), state)
+    valued = np.asarray(emit & positions.value_mask)
+    if not with_table:
+        assert not valued.any()
+        return
+    # The game's value is its root's exact result, one move nearer the end.
+    root = np.asarray(draughts_endings.result_value(jnp.asarray([results[k] for k in roots])))
+    expected = np.sign(root) * (np.abs(root) + draughts_endings.MOVE_DISCOUNT)
+    np.testing.assert_allclose(np.asarray(positions.value)[valued], expected, rtol=1e-6)
 
 
 def test_the_cache_is_read_back_and_a_broken_one_solved_again(tmp_path, monkeypatch):

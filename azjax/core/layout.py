@@ -149,7 +149,8 @@ def initialize_distributed(coordinator: str | None = None, num_processes: int | 
 
 def make_sharded_selfplay(mesh: Mesh, env: Env, search_fn: Callable[..., Any],
                           config: SelfPlayConfig, *,
-                          engine: SearchEngine | None = None) -> SelfPlayFn:
+                          engine: SearchEngine | None = None,
+                          adjudicate: Callable[[Any], Any] | None = None) -> SelfPlayFn:
     """Self-play as D games-per-device programs (`jax.shard_map`).
 
     Device d plays games [d B/D, (d+1) B/D) of the batch, with no communication inside the
@@ -162,6 +163,7 @@ def make_sharded_selfplay(mesh: Mesh, env: Env, search_fn: Callable[..., Any],
       mesh: the 1-D mesh (`make_mesh`); D = its device count divides `config.batch_size`.
       env: the game self-play walks; search_fn: `azjax.core.search.make_search(...)`'s function.
       engine: the same search in steps, for `config.tree_reuse` (`make_selfplay`).
+      adjudicate: the endgame table that ends games (`make_selfplay`), or None.
       config: self-play settings, `batch_size` B the global number of games.
 
     Returns:
@@ -171,7 +173,7 @@ def make_sharded_selfplay(mesh: Mesh, env: Env, search_fn: Callable[..., Any],
     """
     games_per_device = config.batch_size // mesh.devices.size
     local = make_selfplay(env, search_fn, dataclasses.replace(config, batch_size=games_per_device),
-                          engine=engine)
+                          engine=engine, adjudicate=adjudicate)
     games, steps, rep = PartitionSpec(AXIS), PartitionSpec(None, AXIS), PartitionSpec()
 
     def per_device(variables, key, state):
@@ -269,11 +271,13 @@ class Layout:
         return jax.device_put(value, sharding)
 
     def make_selfplay(self, env: Env, search_fn: Callable[..., Any], config: SelfPlayConfig,
-                      *, engine: SearchEngine | None = None) -> SelfPlayFn:
+                      *, engine: SearchEngine | None = None,
+                      adjudicate: Callable[[Any], Any] | None = None) -> SelfPlayFn:
         """`make_selfplay`'s function for this layout: under `shard_map` on a mesh."""
         if self.mesh is None:
-            return make_selfplay(env, search_fn, config, engine=engine)
-        return make_sharded_selfplay(self.mesh, env, search_fn, config, engine=engine)
+            return make_selfplay(env, search_fn, config, engine=engine, adjudicate=adjudicate)
+        return make_sharded_selfplay(self.mesh, env, search_fn, config, engine=engine,
+                                     adjudicate=adjudicate)
 
     def constrain_batch(self, batch: Any) -> Any:
         """The sampled training batch (`Positions` [B]) laid out for the update: split over

@@ -208,7 +208,8 @@ def init_selfplay(env: Env, config: SelfPlayConfig, key: chex.PRNGKey, *,
 
 
 def make_selfplay(env: Env, search_fn: Callable[..., Any], config: SelfPlayConfig, *,
-                  engine: SearchEngine | None = None) -> SelfPlayFn:
+                  engine: SearchEngine | None = None,
+                  adjudicate: Callable[[Any], Any] | None = None) -> SelfPlayFn:
     """Self-play of `config.batch_size` lockstep games, one chunk of T steps per call.
 
     With `config.per_game_randomness`, every random draw of game b at step t comes from
@@ -226,6 +227,9 @@ def make_selfplay(env: Env, search_fn: Callable[..., Any], config: SelfPlayConfi
       config: self-play settings; B = `batch_size`, T = the resolved `chunk_length`.
       engine: the same search in steps (`azjax.core.search.make_search_engine`), which
         `config.tree_reuse` searches with instead of `search_fn`; needed only then.
+      adjudicate: the search's endgame table (`azjax.core.endgames.endgame_adjudicator`):
+        a game that reaches a position it knows ends there with the table's exact result, the
+        game perfect play would finish, so no self-play is spent playing the table's endings.
 
     Returns:
       `selfplay(variables, key, state, first_game=0) -> (state, positions, emit, stats)`,
@@ -245,7 +249,8 @@ def make_selfplay(env: Env, search_fn: Callable[..., Any], config: SelfPlayConfi
         raise ValueError("selfplay.tree_reuse needs a SearchEngine (make_selfplay(..., "
                          "engine=...)) and per_game_randomness off")
     return functools.partial(_play_chunk, _ChunkSetup(env, search_fn, config, chunk, max_length,
-                                                      engine if config.tree_reuse else None))
+                                                      engine if config.tree_reuse else None,
+                                                      adjudicate))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -258,6 +263,7 @@ class _ChunkSetup:
     chunk: int  # T: steps per chunk
     max_length: int  # plies after which a game is truncated
     engine: SearchEngine | None = None  # searches with kept trees (`tree_reuse`) when set
+    adjudicate: Callable[[Any], Any] | None = None  # ends the games the endgame table knows
 
 
 def _play_chunk(setup: _ChunkSetup, variables: Any, key: chex.PRNGKey, state: SelfPlayState,
@@ -332,6 +338,8 @@ def _play_step(setup: _ChunkSetup, variables: Any, carry: tuple[Any, jax.Array, 
     action = jnp.where(in_opening, random_action, action)
 
     stepped = jax.vmap(env.step)(games, action)
+    if setup.adjudicate is not None:
+        stepped = jax.vmap(setup.adjudicate)(stepped)
     truncated = (stepped.step_count >= setup.max_length) & ~stepped.terminated
     done = stepped.terminated | stepped.truncated | truncated
     record = StepRecord(

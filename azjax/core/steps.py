@@ -27,6 +27,7 @@ from flax import struct
 
 from azjax.config import NetworkConfig, ReplayConfig, SearchConfig, SelfPlayConfig, TrainConfig
 from azjax.core import replay as replay_lib
+from azjax.core.endgames import endgame_adjudicator
 from azjax.core.layout import Layout
 from azjax.core.losses import alphazero_loss
 from azjax.core.network import ApplyFn, init_network, make_network
@@ -177,7 +178,9 @@ def make_steps(env: Env, network: NetworkConfig, search: SearchConfig, selfplay:
     if selfplay.tree_reuse:  # the same search in steps, its network as make_network_search's
         _, search_apply = make_network(network, env.num_actions, matmul_dtype=search.matmul_dtype)
         engine = make_search_engine(env, search_apply, search)
-    play = layout.make_selfplay(selfplay_env, search_fn, selfplay, engine=engine)
+    # Games that reach the search's endgame table end there, with its exact result.
+    play = layout.make_selfplay(selfplay_env, search_fn, selfplay, engine=engine,
+                                adjudicate=endgame_adjudicator(env, search))
 
     def initial_params(key):
         k_net, _ = jax.random.split(key)

@@ -98,7 +98,8 @@ def _provenance(run_dir: Path, source: Path, params: Any, config, meta: dict[str
                    "material_utility": config.search.material_utility,
                    "symmetry_average": config.search.symmetry_average,
                    "greedy_action": config.search.greedy_action,
-                   "prior_temperature": config.search.prior_temperature},
+                   "prior_temperature": config.search.prior_temperature,
+                   "endgame_table": config.search.endgame_table},
         "seed": config.seed,
         "num_params": sum(int(leaf.size) for leaf in jax.tree.leaves(params)),
         # Self-play searches: one per position, each with the training search's simulations.
@@ -231,7 +232,8 @@ def _what_it_is(config, extra: dict, storage_dtype: str) -> list[str]:
         + (", greedy move: sequential halving's survivor"
            if search.greedy_action == "halving" else "")
         + (f", prior temperature {search.prior_temperature}"
-           if search.prior_temperature != 1.0 else ""),
+           if search.prior_temperature != 1.0 else "")
+        + (f", endgame table of {search.endgame_table} pieces" if search.endgame_table else ""),
         f"- trained: iteration {extra.get('iteration')}, wall_s {extra.get('wall_s', 0):.1f}, "
         f"{extra.get('positions')} self-play positions searched with "
         f"{search.num_simulations} simulations each "
