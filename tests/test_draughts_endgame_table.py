@@ -242,6 +242,15 @@ def test_self_play_games_end_where_the_table_knows_them(table, table_search, wit
     np.testing.assert_allclose(np.asarray(positions.value)[valued], expected, rtol=1e-6)
 
 
+def test_the_search_and_self_play_share_one_table(table_search):
+    """One adjudicator per game and size, whatever else the configs say: a training step that
+    compiles the search and self-play together holds one copy of the table's arrays."""
+    env, _ = table_search
+    search = endgame_adjudicator(env, SearchConfig(num_simulations=8, endgame_table=PIECES))
+    assert endgame_adjudicator(env, SearchConfig(endgame_table=PIECES)) is search
+    assert endgame_adjudicator(env, SearchConfig()) is None
+
+
 def test_the_cache_is_read_back_and_a_broken_one_solved_again(tmp_path, monkeypatch):
     monkeypatch.setenv("AZJAX_CACHE", str(tmp_path))
     solve = load_table.__wrapped__  # past the in-process cache

@@ -11,6 +11,7 @@ about the same to it, and a game that wanders meets the forty-move rule or a rep
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -25,11 +26,18 @@ __all__ = ["endgame_adjudicator", "table_root_actions"]
 
 def endgame_adjudicator(env: Env, config: SearchConfig) -> Callable | None:
     """`env`'s `Env.endgame_adjudicator` of `config.endgame_table` pieces, or None when the
-    search reads no table; ValueError in one line for a game without one."""
+    search reads no table; ValueError in one line for a game without one. One adjudicator per
+    env and size, so the search, its engine and self-play compiled together hold one copy of
+    the table's arrays."""
     if not config.endgame_table:
         return None
+    return _adjudicator(env, config.endgame_table)
+
+
+@functools.cache
+def _adjudicator(env: Env, pieces: int) -> Callable:
     try:
-        return env.endgame_adjudicator(config.endgame_table)
+        return env.endgame_adjudicator(pieces)
     except NotImplementedError as error:
         raise ValueError(f"search.endgame_table: {error}") from None
 
