@@ -108,10 +108,10 @@ def test_override_sets_nested_keys_with_yaml_types(tmp_path):
     ({"game": "draughts", "network": {"material_head": True},
       "train": {"material_loss_weight": 0.0}}, "train.material_loss_weight: must be > 0"),
     ({"train": {"material_loss_weight": -1.0}}, "train.material_loss_weight: must be >= 0"),
-    ({"game": "draughts", "search": {"endgame_table": 5}},
-     "search.endgame_table: must be 0 or in [2, 4] for draughts"),
+    ({"game": "draughts", "search": {"endgame_table": 6}},
+     "search.endgame_table: must be 0 or in [2, 5] for draughts"),
     ({"game": "draughts", "search": {"endgame_table": 1}},
-     "search.endgame_table: must be 0 or in [2, 4] for draughts"),
+     "search.endgame_table: must be 0 or in [2, 5] for draughts"),
     ({"game": "connect_four", "search": {"endgame_table": 2}},
      "search.endgame_table: must be 0: connect_four has no endgame table"),
 ])

@@ -1,14 +1,17 @@
 """The solved draughts endgame table (`azjax.envs.draughts_endings`) and the search that reads
 it (`search.endgame_table`): every sampled position's result against its moves as the
-plain-Python reference rules make them, the key against a plain-Python one, both colours
+plain-Python reference rules make them, the index against a plain-Python one, both colours
 alike, perfect play to the table's end, the config's checks and the cache.
 
-The tests solve the table of up to 3 pieces (a few seconds); the shipped 4 is the same code.
+The tests solve the table of up to 3 pieces (a few seconds); 4 and 5 are the same code, and
+their indices are checked without solving them.
 """
 
 from __future__ import annotations
 
 import copy
+import itertools
+import math
 import random
 
 import jax
@@ -34,26 +37,45 @@ def table():
     return build_table(PIECES)
 
 
-def _decode(key: int) -> dict[int, str]:
-    """{PDN square: letter} of a key, the mover as Black (`b`/`B`) - written from the
+def _offset(n: int) -> int:
+    """Where the block of n pieces starts, by the module's docstring."""
+    return sum(math.comb(32, m) * 4 ** m for m in range(2, n))
+
+
+def _decode(index: int) -> dict[int, str]:
+    """{PDN square: letter} of a table index, the mover as Black (`b`/`B`) - written from the
     module's docstring, not its code."""
+    n = max(m for m in range(2, 6) if _offset(m) <= index)
+    rank, code = divmod(index - _offset(n), 4 ** n)
+    squares = []
+    for slot in reversed(range(n)):  # colexicographic rank: the highest square first
+        square = max(s for s in range(32) if math.comb(s, slot + 1) <= rank)
+        rank -= math.comb(square, slot + 1)
+        squares.insert(0, square)
     pieces = {}
-    while key:
-        code, key = (key & 0xFF) - 1, key >> 8
-        square, theirs, king = code // 4, (code >> 1) & 1, code & 1
-        pieces[square + 1] = ("wW" if theirs else "bB")[king]
+    for slot, square in enumerate(squares):
+        kind = (code >> (2 * slot)) & 3
+        pieces[square + 1] = ("wW" if kind >> 1 else "bB")[kind & 1]
     return pieces
 
 
 def _key(pieces: dict[int, str], to_move: int) -> int:
-    """The key of a position (PDN square: letter) with `to_move` to move, by the docstring."""
-    key = 0
+    """The table index of a position (PDN square: letter) with `to_move` to move, by the
+    docstring."""
     view = {(33 - s if to_move else s): letter for s, letter in pieces.items()}
+    n, rank, code = len(view), 0, 0
     for slot, square in enumerate(sorted(view)):
         letter = view[square]
         theirs = (letter.lower() == "w") != (to_move == 1)
-        key |= (1 + 4 * (square - 1) + 2 * theirs + letter.isupper()) << (8 * slot)
-    return key
+        rank += math.comb(square - 1, slot + 1)
+        code += (2 * theirs + letter.isupper()) << (2 * slot)
+    return _offset(n) + rank * 4 ** n + code
+
+
+def _entries(table) -> dict[int, int]:
+    """{index: result} of the table's positions."""
+    at = table.positions()
+    return dict(zip(at.tolist(), table.results[at].tolist(), strict=True))
 
 
 def _fen(pieces: dict[int, str], to_move: int) -> str:
@@ -85,7 +107,7 @@ def _children(pieces: dict[int, str]) -> list[tuple[dict[int, str], int, bool]]:
 
 
 def test_every_sampled_result_is_its_best_move_by_the_reference_rules(table):
-    results = dict(zip(table.keys.tolist(), table.results.tolist(), strict=True))
+    results = _entries(table)
     rng = random.Random(0)
     by_kind = {k: [key for key, r in results.items() if np.sign(r) == k] for k in (-1, 0, 1)}
     sample = [key for k in (-1, 0, 1) for key in rng.sample(by_kind[k], 150)]
@@ -106,7 +128,7 @@ def test_every_sampled_result_is_its_best_move_by_the_reference_rules(table):
 
 
 def test_the_table_counts_what_checkers_players_know(table):
-    results = dict(zip(table.keys.tolist(), table.results.tolist(), strict=True))
+    results = _entries(table)
     # A king against a king: a draw wherever neither can take the other at once.
     assert results[_key({1: "B", 32: "W"}, 0)] == 0
     # Two kings against one win, even from across the board; the lone king to move loses.
@@ -115,13 +137,77 @@ def test_the_table_counts_what_checkers_players_know(table):
     # A king and a man against a king win too, with either side to move.
     assert results[_key({5: "B", 6: "b", 32: "W"}, 0)] > 0
     assert results[_key({5: "B", 6: "b", 32: "W"}, 1)] < 0
-    assert table.max_pieces == PIECES and np.all(np.diff(table.keys.astype(np.int64)) > 0)
+    assert table.max_pieces == PIECES
+
+
+def test_the_index_numbers_every_position_once(table):
+    """Every position of 2-3 pieces, listed by plain Python (a side without pieces, or a
+    man on its crowning row, is none), has its own index by the docstring, and those are
+    exactly the table's positions; `_decode` reads each back."""
+    indices = []
+    for n in range(2, PIECES + 1):
+        for squares in itertools.combinations(range(1, 33), n):
+            for letters in itertools.product("bBwW", repeat=n):
+                pieces = dict(zip(squares, letters, strict=True))
+                if ("b" not in letters and "B" not in letters) or (
+                        "w" not in letters and "W" not in letters) or any(
+                        (p == "b" and s >= 29) or (p == "w" and s <= 4)
+                        for s, p in pieces.items()):
+                    continue
+                indices.append(_key(pieces, 0))
+    assert len(set(indices)) == len(indices)
+    np.testing.assert_array_equal(np.sort(indices), table.positions())
+    for index in random.Random(3).sample(indices, 200):
+        assert _key(_decode(index), 0) == index
+
+
+def test_the_jitted_index_of_four_and_five_pieces_is_the_docstrings():
+    """Positions of 4 and 5 pieces, either side to move, up to the last entry of the
+    5-piece table: the jitted index is the plain-Python one (no table solved)."""
+    env = envs.make("draughts")
+    rng = random.Random(4)
+    fens, expected = [], []
+    for _ in range(200):
+        n = rng.choice([4, 5])
+        squares = rng.sample(range(5, 29), n)  # off both crowning rows: men may stand there
+        letters = ["b", "w"] + [rng.choice("bBwW") for _ in range(n - 2)]
+        pieces = dict(zip(squares, letters, strict=True))
+        to_move = rng.randrange(2)
+        fens.append(_fen_of_board(pieces, to_move))
+        expected.append(_key(pieces, to_move))
+    last = {28: "W", 29: "W", 30: "W", 31: "W", 32: "W"}  # the highest squares, all kings
+    last[28] = "B"
+    fens.append(_fen_of_board(last, 0))
+    expected.append(_key(last, 0))
+    assert _key({29: "W", 30: "W", 31: "W", 32: "W", 28: "W"}, 0) == (
+        draughts_endings.table_size(5) - 1)
+    states = [env.from_fen(f) for f in fens]
+    batch = jax.tree.map(lambda *xs: jnp.stack(xs), *states)
+
+    @jax.jit
+    @jax.vmap
+    def index(pieces, kings, player):
+        return draughts_endings.position_index(
+            *draughts_endings.mover_view(pieces, kings, player))
+
+    np.testing.assert_array_equal(
+        np.asarray(index(batch.pieces, batch.kings, batch.current_player)), expected)
+
+
+def _fen_of_board(pieces: dict[int, str], to_move: int) -> str:
+    """The FEN of a position given by the board's own colours (not the mover's view)."""
+
+    def side(letters):
+        return ",".join(("K" if p.isupper() else "") + str(s)
+                        for s, p in sorted(pieces.items()) if p in letters)
+
+    return f"{'BW'[to_move]}:W{side('wW')}:B{side('bB')}"
 
 
 def test_jitted_lookup_agrees_with_the_table_for_both_colours(table):
     env = envs.make("draughts")
     lookup = jax.jit(jax.vmap(table.lookup_fn()))
-    results = dict(zip(table.keys.tolist(), table.results.tolist(), strict=True))
+    results = _entries(table)
     rng = random.Random(1)
     fens, expected = [], []
     for key in rng.sample(sorted(results), 64):
@@ -153,7 +239,7 @@ def _stubborn_network(variables, obs):
 @pytest.fixture(scope="module")
 def table_search(table, tmp_path_factory, monkeypatch_module):
     monkeypatch_module.setenv("AZJAX_CACHE", str(tmp_path_factory.mktemp("cache")))
-    np.savez(draughts_endings.table_path(PIECES), keys=table.keys, results=table.results)
+    np.save(draughts_endings.table_path(PIECES), table.results)
     load_table.cache_clear()
     config = SearchConfig(num_simulations=8, endgame_table=PIECES, play_forced_moves=True)
     env = envs.make("draughts")
@@ -175,7 +261,7 @@ def test_a_network_that_knows_nothing_plays_table_endings_perfectly(table, table
     moves, under the laws' draw rules."""
     env, search = table_search
     step = jitted_step(env)
-    results = dict(zip(table.keys.tolist(), table.results.tolist(), strict=True))
+    results = _entries(table)
     rng = random.Random(2 + noise)
     won = sorted(key for key, r in results.items() if 9 <= r <= 41)
     for key in rng.sample(won, 3):
@@ -207,7 +293,7 @@ def test_the_search_engine_plays_the_tables_move_too(table, table_search):
         return engine.finish(engine.simulate(None, run, 8)).action[0]
 
     action = int(search(state))
-    results = dict(zip(table.keys.tolist(), table.results.tolist(), strict=True))
+    results = _entries(table)
     moves = RefDraughts.from_position(pieces, to_move=0).whole_moves()
     wins = {env.str_to_action(move): -results[_key(after, to_move)]
             for move, (after, to_move, _) in zip(moves, _children(pieces), strict=True)}
@@ -221,7 +307,7 @@ def test_self_play_games_end_where_the_table_knows_them(table, table_search, wit
     ends on its first move, valued at the root's exact result (the table's move keeps it);
     without it, the same games play on."""
     env, search = table_search
-    results = dict(zip(table.keys.tolist(), table.results.tolist(), strict=True))
+    results = _entries(table)
     roots = random.Random(5).sample(sorted(k for k, r in results.items() if abs(r) >= 9), 8)
     config = SelfPlayConfig(batch_size=len(roots), chunk_length=4, max_game_length=4,
                             temperature_moves=4, symmetries=False)
@@ -261,6 +347,5 @@ def test_the_cache_is_read_back_and_a_broken_one_solved_again(tmp_path, monkeypa
     np.testing.assert_array_equal(again.results, first.results)
     path.write_bytes(b"not a table")
     repaired = solve(2)
-    np.testing.assert_array_equal(repaired.keys, first.keys)
-    with np.load(path) as saved:  # written again, whole
-        np.testing.assert_array_equal(saved["results"], first.results)
+    np.testing.assert_array_equal(repaired.results, first.results)
+    np.testing.assert_array_equal(np.load(path), first.results)  # written again, whole

@@ -287,7 +287,7 @@ class Draughts(Env):
     title = "Draughts"
     move_hint = "PDN such as 9-13, or a whole capture 9x18x27"
     move_chain = "x"  # a multi-jump's hops 9x18, 18x27 are one move, 9x18x27 (format_move)
-    endgame_max_pieces = 4  # azjax.envs.draughts_endings
+    endgame_max_pieces = 5  # azjax.envs.draughts_endings
 
     def __init__(self, draw_rule: str = "laws", planes: str = "basic") -> None:
         """`draw_rule`: "laws" (the laws' forty-move rule and threefold repetition) or
@@ -459,7 +459,7 @@ class Draughts(Env):
         return (men.astype(jnp.float32) + KING_VALUE * kings.astype(jnp.float32)) / 12.0
 
     def endgame_adjudicator(self, max_pieces: int):
-        """`Env.endgame_adjudicator`: positions of at most `max_pieces` (2-4) pieces, whole
+        """`Env.endgame_adjudicator`: positions of at most `max_pieces` (2-5) pieces, whole
         moves made (no capture in progress), finished with their result with perfect play from
         the solved table of `azjax.envs.draughts_endings` (solved on first use, then cached),
         valued by its `result_value`. The table counts no draw rule: a win it names may still
