@@ -377,7 +377,8 @@ def table_path(max_pieces: int) -> pathlib.Path:
     return root / f"draughts-endings-{max_pieces}-v{_TABLE_FORMAT}.npy"
 
 
-_SOLVE_TIME = {2: "seconds", 3: "seconds", 4: "under a minute", 5: "about 12 minutes and 8 GB of memory"}
+_SOLVE_TIME = {2: "seconds", 3: "seconds", 4: "under a minute",
+               5: "about 12 minutes and 8 GB of memory"}
 
 
 @functools.cache
