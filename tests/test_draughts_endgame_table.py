@@ -175,8 +175,7 @@ def test_the_jitted_index_of_four_and_five_pieces_is_the_docstrings():
         to_move = rng.randrange(2)
         fens.append(_fen_of_board(pieces, to_move))
         expected.append(_key(pieces, to_move))
-    last = {28: "W", 29: "W", 30: "W", 31: "W", 32: "W"}  # the highest squares, all kings
-    last[28] = "B"
+    last = {28: "B", 29: "W", 30: "W", 31: "W", 32: "W"}  # the highest squares, all kings
     fens.append(_fen_of_board(last, 0))
     expected.append(_key(last, 0))
     assert _key({29: "W", 30: "W", 31: "W", 32: "W", 28: "W"}, 0) == (
