@@ -200,6 +200,16 @@ class SearchConfig:
     the table solves plays its quickest win or longest resistance; self-play games end where
     they reach it, with its result. 0 = off. Valid: 0, or 2 to the game's
     `Env.endgame_max_pieces` (0 for a game without a table)."""
+    quiescence: int = 0
+    """Quiescence at the tree's leaves (`azjax.core.quiescence`): a position the game calls
+    forcing (`Env.forcing`; draughts: the mover must capture) is valued as the best of its
+    quiescence_moves likeliest moves, each valued the same way, this many levels deep, as
+    alpha-beta engines search on through an exchange before they trust their evaluation. Up to
+    1 + k + ... + k^d network evaluations per position. 0 = off. Valid: in [0, 4]; above 0
+    only for a game with forcing positions."""
+    quiescence_moves: int = 4
+    """How many of a forcing position's likeliest moves (by the network's prior) quiescence
+    follows. Valid: in [1, 16]."""
     tree_reuse: bool = False
     """At play (`Agent.player`, `azjax play`, the arenas of `azjax eval`): keeps the searched
     tree from one move to the next, the subtree under the moves played becoming the next
@@ -909,6 +919,7 @@ def _validate(config: ExperimentConfig) -> None:
     _validate_train(config.train, config.replay)
     _validate_material_head(config, env)
     _validate_endgame_table(config, env)
+    _validate_quiescence(config, env)
     _validate_eval(config.eval)
     _validate_engine_opponents(config.eval, env)
     _require(config.checkpoint.every_iterations >= 1, "checkpoint.every_iterations", ">= 1")
@@ -1033,6 +1044,17 @@ def _validate_endgame_table(config: ExperimentConfig, env: Any) -> None:
     _require(pieces == 0 or 2 <= pieces <= most, "search.endgame_table",
              f"must be 0 or in [2, {most}] for {config.game}" if most
              else f"must be 0: {config.game} has no endgame table")
+
+
+def _validate_quiescence(config: ExperimentConfig, env: Any) -> None:
+    """Quiescence needs a game whose positions can be forcing, and a bounded cost."""
+    from azjax.envs.core import Env  # late import: envs imports jax
+
+    search = config.search
+    _require(0 <= search.quiescence <= 4, "search.quiescence", "must be in [0, 4]")
+    _require(1 <= search.quiescence_moves <= 16, "search.quiescence_moves", "must be in [1, 16]")
+    _require(search.quiescence == 0 or type(env).forcing is not Env.forcing, "search.quiescence",
+             f"must be 0: {config.game} has no forcing positions (Env.forcing)")
 
 
 def _validate_eval(evaluation: EvalConfig) -> None:

@@ -197,13 +197,15 @@ def test_a_game_without_board_codes_is_refused_in_one_line(tmp_path):
     assert not (tmp_path / "page").exists()
 
 
-def test_an_endgame_table_is_refused_in_one_line(tmp_path):
-    """The page has no endgame table: a model searching with one is named with the way out."""
+@pytest.mark.parametrize("key,value", [("endgame_table", "2"), ("quiescence", "1")])
+def test_an_endgame_table_or_quiescence_is_refused_in_one_line(tmp_path, key, value):
+    """The page has no endgame table and no quiescence: a model searching with one is named
+    with the way out."""
     from azjax.apps.turns import untrained_agent
 
-    agent = untrained_agent(envs.make("draughts")).with_search(["search.endgame_table=2"])
-    with pytest.raises(WebExportError, match="search.endgame_table is not played in the "
-                                             "browser: export with --set search.endgame_table=0"):
+    agent = untrained_agent(envs.make("draughts")).with_search([f"search.{key}={value}"])
+    with pytest.raises(WebExportError, match=f"search.{key} is not played in the "
+                                             f"browser: export with --set search.{key}=0"):
         export_web(agent, tmp_path / "page")
     assert not (tmp_path / "page").exists()
 

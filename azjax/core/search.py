@@ -20,6 +20,9 @@ position in all of the game's symmetric copies and averages them (`symmetry_aver
 `SearchConfig.prior_temperature` flattens (T > 1) or sharpens the prior the search expands with
 (`prior_tempered_apply`).
 
+`SearchConfig.quiescence` values the positions in mid-exchange it evaluates after the exchange
+(`azjax.core.quiescence`).
+
 `make_search_engine` gives the same search in steps, for play (`azjax.core.search_engine`):
 simulations in chunks (a time budget), the tree kept between moves, and with
 `SearchConfig.solver` proven wins, losses and draws (`azjax.core.solver`), which
@@ -41,6 +44,7 @@ from azjax.config import NetworkConfig, SearchConfig, resolve_simulations
 from azjax.core.endgames import endgame_adjudicator, table_root_actions
 from azjax.core.network import ApplyFn, make_network
 from azjax.core.policies import gumbel_muzero_search, muzero_search
+from azjax.core.quiescence import mover_reward, quiescent_value_fn
 from azjax.core.search_apply import (
     material_utility_apply,
     prior_tempered_apply,
@@ -49,7 +53,7 @@ from azjax.core.search_apply import (
     symmetry_permutations,
 )
 from azjax.core.search_engine import SearchEngine, SearchOutput, SearchState, check_output
-from azjax.envs.core import Env, material_lead
+from azjax.envs.core import Env
 from azjax.envs.forced import forced_moves_played
 
 __all__ = [
@@ -100,7 +104,7 @@ def make_root_fn(env: Env, apply_fn: ApplyFn, material_utility: float = 0.0):
 
 
 def make_recurrent_fn(env: Env, apply_fn: ApplyFn, material_utility: float = 0.0,
-                      adjudicate: Callable | None = None):
+                      adjudicate: Callable | None = None, resolve: Callable | None = None):
     """mctx recurrent_fn stepping the real env; see the module docstring for the sign rules.
 
     `recurrent_fn(variables, key, action int32 [B], states [B])` -> (RecurrentFnOutput with
@@ -108,7 +112,8 @@ def make_recurrent_fn(env: Env, apply_fn: ApplyFn, material_utility: float = 0.0
     With `material_utility` a finished game's reward adds that weight x the final material
     difference for the player who moved into it, and values the material head's prediction.
     With `adjudicate` (`Env.endgame_adjudicator`) a position the endgame table knows is a
-    finished game with its exact result.
+    finished game with its exact result. With `resolve` (`quiescent_value_fn`) the network's
+    value of a forcing position is resolved by quiescence.
     """
     if material_utility:
         apply_fn = material_utility_apply(apply_fn, material_utility)
@@ -120,13 +125,12 @@ def make_recurrent_fn(env: Env, apply_fn: ApplyFn, material_utility: float = 0.0
         if adjudicate is not None:
             next_states = jax.vmap(adjudicate)(next_states)
         done = next_states.terminated | next_states.truncated
-        reward = jnp.take_along_axis(next_states.rewards, mover[:, None], axis=1)[:, 0]
-        if material_utility:
-            lead = material_lead(jax.vmap(env.material)(next_states), mover)
-            reward = reward + jnp.where(done, material_utility * lead, 0.0)
+        reward = mover_reward(env, next_states, mover, material_utility)
         same_player = next_states.current_player == mover
         discount = jnp.where(done, 0.0, jnp.where(same_player, 1.0, -1.0))
         logits, value = _evaluate(env, apply_fn, variables, next_states)
+        if resolve is not None:
+            value = resolve(variables, next_states, logits, value)
         output = mctx.RecurrentFnOutput(
             reward=reward.astype(jnp.float32),
             discount=discount.astype(jnp.float32),
@@ -222,19 +226,30 @@ def _search_fns(env: Env, apply_fn: ApplyFn, config: SearchConfig):
     table_actions = None if adjudicate is None else table_root_actions(env, adjudicate)
     # The root is whatever position it is handed; below it, forced moves may be played at once
     # and the endgame table may end the lines.
-    recurrent_fn = make_recurrent_fn(tree_env(env, config), apply_fn, config.material_utility,
-                                     adjudicate)
+    walked = tree_env(env, config)
+    resolve = None
+    if config.quiescence:
+        evaluate_fn = material_utility_apply(apply_fn, config.material_utility) \
+            if config.material_utility else apply_fn
+        resolve = quiescent_value_fn(
+            walked, functools.partial(_evaluate, walked, evaluate_fn), config.quiescence,
+            config.quiescence_moves, adjudicate, config.material_utility)
+    recurrent_fn = make_recurrent_fn(walked, apply_fn, config.material_utility, adjudicate,
+                                     resolve)
     if config.contempt:
         recurrent_fn = _draw_averse_recurrent_fn(recurrent_fn, config.contempt)
 
     def tree_root(variables: Any, states: Any) -> tuple[mctx.RootFnOutput, jax.Array]:
         root = root_fn(variables, states)
+        network_value = root.value
+        if resolve is not None:
+            root = root.replace(value=resolve(variables, states, root.prior_logits, root.value))
         if not config.contempt:
-            return root, root.value
+            return root, network_value
         players = states.current_player
         return root.replace(value=draw_averse_value(root.value, players, players,
                                                     config.contempt),
-                            embedding=(states, players)), root.value
+                            embedding=(states, players)), network_value
 
     return tree_root, recurrent_fn, table_actions
 

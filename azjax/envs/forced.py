@@ -115,6 +115,10 @@ class ForcedMovesPlayed(Env):
         """The base game's material: float32 [2] by player id."""
         return self.base.material(state)
 
+    def forcing(self, state: GameState) -> jax.Array:
+        """The base game's forcing positions: bool []."""
+        return self.base.forcing(state)
+
     def symmetries(self, obs: jax.Array, policy: jax.Array) -> tuple[jax.Array, jax.Array]:
         """The base game's symmetries: ([S, *observation_shape], [S, A])."""
         return self.base.symmetries(obs, policy)

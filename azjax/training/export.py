@@ -99,7 +99,8 @@ def _provenance(run_dir: Path, source: Path, params: Any, config, meta: dict[str
                    "symmetry_average": config.search.symmetry_average,
                    "greedy_action": config.search.greedy_action,
                    "prior_temperature": config.search.prior_temperature,
-                   "endgame_table": config.search.endgame_table},
+                   "endgame_table": config.search.endgame_table,
+                   "quiescence": config.search.quiescence},
         "seed": config.seed,
         "num_params": sum(int(leaf.size) for leaf in jax.tree.leaves(params)),
         # Self-play searches: one per position, each with the training search's simulations.
@@ -233,7 +234,9 @@ def _what_it_is(config, extra: dict, storage_dtype: str) -> list[str]:
            if search.greedy_action == "halving" else "")
         + (f", prior temperature {search.prior_temperature}"
            if search.prior_temperature != 1.0 else "")
-        + (f", endgame table of {search.endgame_table} pieces" if search.endgame_table else ""),
+        + (f", endgame table of {search.endgame_table} pieces" if search.endgame_table else "")
+        + (f", quiescence {search.quiescence} levels of {search.quiescence_moves} moves"
+           if search.quiescence else ""),
         f"- trained: iteration {extra.get('iteration')}, wall_s {extra.get('wall_s', 0):.1f}, "
         f"{extra.get('positions')} self-play positions searched with "
         f"{search.num_simulations} simulations each "
