@@ -94,13 +94,9 @@ def _provenance(run_dir: Path, source: Path, params: Any, config, meta: dict[str
     return {
         **{k: v for k, v in meta.items() if k not in ("format_version", "game", "config")},
         "num_simulations": num_simulations or default_simulations(config),
-        "search": {"algorithm": config.search.algorithm, "contempt": config.search.contempt,
-                   "material_utility": config.search.material_utility,
-                   "symmetry_average": config.search.symmetry_average,
-                   "greedy_action": config.search.greedy_action,
-                   "prior_temperature": config.search.prior_temperature,
-                   "endgame_table": config.search.endgame_table,
-                   "quiescence": config.search.quiescence},
+        "search": {key: getattr(config.search, key) for key in (
+            "algorithm", "contempt", "material_utility", "symmetry_average", "greedy_action",
+            "prior_temperature", "endgame_table", "quiescence", "quiescence_moves")},
         "seed": config.seed,
         "num_params": sum(int(leaf.size) for leaf in jax.tree.leaves(params)),
         # Self-play searches: one per position, each with the training search's simulations.
