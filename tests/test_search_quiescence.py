@@ -75,14 +75,16 @@ def _reference_value(state, depth: int, moves: int) -> float:
     return max(worths)
 
 
-@pytest.mark.parametrize("depth,moves", [(1, 4), (2, 2)])
-def test_forcing_positions_take_the_best_of_their_likeliest_captures(depth, moves):
+DEPTH, MOVES = 2, 3
+RESOLVE = jax.jit(quiescent_value_fn(FORCED, _evaluate, DEPTH, MOVES))
+
+
+def test_forcing_positions_take_the_best_of_their_likeliest_captures():
     states, forcing = _positions()
     assert forcing.sum() == 32 and (~forcing).sum() == 8  # both kinds are checked
-    resolve = jax.jit(quiescent_value_fn(FORCED, _evaluate, depth, moves))
     logits, value = _evaluate(VARIABLES, states)
-    resolved = np.asarray(resolve(VARIABLES, states, logits, value))
-    expected = [_reference_value(jax.tree.map(lambda x, i=i: x[i], states), depth, moves)
+    resolved = np.asarray(RESOLVE(VARIABLES, states, logits, value))
+    expected = [_reference_value(jax.tree.map(lambda x, i=i: x[i], states), DEPTH, MOVES)
                 for i in range(len(forcing))]
     np.testing.assert_allclose(resolved, expected, rtol=1e-5, atol=1e-6)
     # Quiet positions keep the network's value; forcing ones are resolved (and differ).
@@ -92,10 +94,10 @@ def test_forcing_positions_take_the_best_of_their_likeliest_captures(depth, move
 
 def test_a_batch_without_forcing_positions_keeps_the_network_values():
     states, forcing = _positions()
-    quiet = jax.tree.map(lambda x: x[~forcing], states)
+    quiet = np.flatnonzero(~forcing)
+    quiet = jax.tree.map(lambda x: x[np.resize(quiet, len(forcing))], states)  # same shape
     logits, value = _evaluate(VARIABLES, quiet)
-    resolve = jax.jit(quiescent_value_fn(FORCED, _evaluate, 2, 4))
-    np.testing.assert_array_equal(resolve(VARIABLES, quiet, logits, value), value)
+    np.testing.assert_array_equal(RESOLVE(VARIABLES, quiet, logits, value), value)
 
 
 def test_the_search_with_quiescence_plays_legal_moves():
