@@ -75,13 +75,12 @@ def quiescent_value_fn(env: Env, evaluate: Evaluate, depth: int, moves: int,
       network's `value` for every other position.
     """
 
+    def forcing_of(states: Any) -> jax.Array:
+        return ~(states.terminated | states.truncated) & jax.vmap(env.forcing)(states)
+
     def resolve(variables: Any, states: Any, logits: jax.Array, value: jax.Array,
-                level: int) -> jax.Array:
-        if level == 0:
-            return value
+                forcing: jax.Array, level: int) -> jax.Array:
         batch = value.shape[0]
-        live = ~(states.terminated | states.truncated)
-        forcing = live & jax.vmap(env.forcing)(states)
         _, actions = jax.lax.top_k(logits, moves)  # [B, k], the likeliest first
         legal = jnp.take_along_axis(states.legal_action_mask, actions, axis=1)
         parents = jax.tree.map(lambda x: jnp.repeat(x, moves, axis=0), states)
@@ -89,7 +88,9 @@ def quiescent_value_fn(env: Env, evaluate: Evaluate, depth: int, moves: int,
         if adjudicate is not None:
             children = jax.vmap(adjudicate)(children)
         child_logits, child_value = evaluate(variables, children)
-        child_value = resolve(variables, children, child_logits, child_value, level - 1)
+        if level > 1:
+            child_value = resolve(variables, children, child_logits, child_value,
+                                  forcing_of(children), level - 1)
         worth = _mover_values(env, children, parents.current_player, child_value,
                               material_utility)
         best = jnp.max(jnp.where(legal, worth.reshape(batch, moves), -jnp.inf), axis=1)
@@ -98,10 +99,9 @@ def quiescent_value_fn(env: Env, evaluate: Evaluate, depth: int, moves: int,
     def resolve_all(variables: Any, states: Any, logits: jax.Array,
                     value: jax.Array) -> jax.Array:
         # A batch with no forcing position evaluates no child (one `lax.cond`).
-        any_forcing = jnp.any(jax.vmap(env.forcing)(states)
-                              & ~(states.terminated | states.truncated))
+        forcing = forcing_of(states)
         return jax.lax.cond(
-            any_forcing, lambda v: resolve(variables, states, logits, v, depth),
+            jnp.any(forcing), lambda v: resolve(variables, states, logits, v, forcing, depth),
             lambda v: v, value).astype(jnp.float32)
 
     return resolve_all
