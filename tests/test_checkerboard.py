@@ -11,9 +11,11 @@ that arena is a C call answered in well under a millisecond.
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import jax
@@ -33,6 +35,7 @@ from azjax.evaluation.checkerboard import (
     MAN,
     WHITE,
     CheckerBoardPlayer,
+    captured_squares,
     engine_board,
     engine_player,
     match_move,
@@ -378,3 +381,99 @@ def test_play_shows_the_agent_against_an_engine(built, tmp_path):
     assert refused.exit_code == 2
     assert refused.output.splitlines()[-1] == ("error: --against takes an engine, "
                                                "cb:PATH[@SECONDS]; got 'random'")
+
+
+# ---- an engine as a judge of moves (tools/draughts_engine_judge.py) ---------------------------
+
+_JUDGE_SPEC = importlib.util.spec_from_file_location(
+    "draughts_engine_judge", REPO_ROOT / "tools" / "draughts_engine_judge.py")
+judge_tool = sys.modules.setdefault(  # registered: its dataclasses look their module up
+    "draughts_engine_judge", importlib.util.module_from_spec(_JUDGE_SPEC))
+_JUDGE_SPEC.loader.exec_module(judge_tool)
+
+
+def _test_engine_value(env, state, pdn: str) -> int:
+    """What the test engine writes as its value of its move `pdn`: the material after it
+    (a man 100, a king 130; the moving piece keeps its kind), from the mover's side."""
+    board = env.board(state) * (1 if int(state.current_player) == 0 else -1)
+    worth = np.where(np.abs(board) == 2, 130, 100) * np.sign(board)
+    taken = [s - 1 for s in captured_squares(pdn)]
+    return int(worth.sum() - worth[taken].sum())
+
+
+def _random_positions(env, count: int, seed: int) -> list:
+    """Positions of random games, each with two legal whole moves or more, none mid-capture."""
+    rng = np.random.default_rng(seed)
+    step = jax.jit(env.step)
+    out = []
+    while len(out) < count:
+        state = env.init(jax.random.PRNGKey(int(rng.integers(1 << 30))))
+        for _ in range(int(rng.integers(0, 60))):
+            if bool(state.terminated | state.truncated):
+                break
+            state = step(state, jnp.int32(rng.choice(np.flatnonzero(state.legal_action_mask))))
+        if (not bool(state.terminated | state.truncated) and int(state.jumper) < 0
+                and len(env.legal_moves(state)) >= 2):
+            out.append(state)
+    return out
+
+
+def test_the_judge_values_a_move_by_the_engines_value_after_it(env, built, tmp_path):
+    judge = judge_tool.Judge(env, f"cb:{install(built, tmp_path)}@0.01")
+    rng = np.random.default_rng(0)
+    judged = 0
+    try:
+        for state in _random_positions(env, 12, seed=1):
+            legal = env.legal_moves(state)
+            agent_pdn = list(legal)[int(rng.integers(len(legal)))]
+            verdict = judge.judge(state, legal[agent_pdn])
+            assert verdict.agent_move == agent_pdn and verdict.engine_move in legal
+            engine_value = _test_engine_value(env, state, verdict.engine_move)
+            assert verdict.engine_value == engine_value
+            if agent_pdn == verdict.engine_move:
+                assert verdict.loss == 0
+                continue
+            after = state
+            for action in legal[agent_pdn]:
+                after = env.step(after, jnp.int32(action))
+            if bool(after.terminated):
+                assert verdict.agent_value == 5000 * int(after.rewards[state.current_player])
+            else:
+                _, reply = judge.ask(after)
+                reply_value = _test_engine_value(env, after, env.format_move(reply))
+                assert verdict.agent_value == -reply_value
+                assert verdict.loss == engine_value + reply_value
+                judged += 1
+    finally:
+        judge.close()
+    assert judged >= 4  # the comparison above ran, not only the shortcut of equal moves
+
+
+def test_the_judge_leaves_out_a_position_answered_from_a_book(env, built, tmp_path):
+    judge = judge_tool.Judge(env, f"cb:{install(built, tmp_path, 'silent')}@0.01")
+    try:
+        state = env.init(jax.random.PRNGKey(0))
+        verdict = judge.judge(state, next(iter(env.legal_moves(state).values())))
+    finally:
+        judge.close()
+    assert verdict.engine_value is None and verdict.loss is None
+    assert judge_tool.read_value("best: 11-15 depth 13/25 nodes 9 value>-36 time 0.1s") == -36
+    assert judge_tool.read_value("book move") is None
+
+
+def test_the_judge_plays_the_agents_whole_multi_jump(env):
+    class FirstLegal:  # stands in for an Agent: the lowest legal action at every hop
+        def __init__(self, env):
+            self.env = env
+
+        def search_output(self, key, states, num_simulations):
+            return dataclasses.make_dataclass("Out", ["action"])(
+                jnp.argmax(states.legal_action_mask, axis=-1))
+
+    fens = ["B:W14,22:B9", "W:W27:B23,15,14", "B:W21,22:B1,2", "W:W22,K31:B18,27,11"]
+    states = [env.from_fen(f) for f in fens]
+    batch = jax.tree.map(lambda *x: jnp.stack(x), *states)
+    moves = judge_tool.whole_moves(FirstLegal(env), batch, 1, jax.random.PRNGKey(0))
+    for state, actions in zip(states, moves, strict=True):
+        assert actions in env.legal_moves(state).values()
+    assert [len(m) for m in moves] == [2, 2, 1, 2]  # 9x18x25, 27x18x9, 1-5, 22x15x8

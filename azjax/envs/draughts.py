@@ -612,13 +612,17 @@ class Draughts(Env):
 
     def to_fen(self, state: State) -> str:
         """The PDN FEN of a state's pieces and player to move (`B:W...:B...`)."""
-        board = self.board(state)
+        return self.fen(self.board(state), int(state.current_player))
 
+    @staticmethod
+    def fen(board: np.ndarray, player: int) -> str:
+        """The PDN FEN of an int8 [32] board (as `board` gives it) with `player` to move
+        (0 Black, 1 White)."""
         def side(sign):
             return ",".join(("K" if v == 2 * sign else "") + str(s + 1)
                             for s, v in enumerate(board) if v * sign > 0)
 
-        return f"{'BW'[int(state.current_player)]}:W{side(-1)}:B{side(1)}"
+        return f"{'BW'[player]}:W{side(-1)}:B{side(1)}"
 
     def render(self, state: State) -> str:
         """The board (b/B Black men/kings, w/W White's, `.` empty) beside the square numbers."""
