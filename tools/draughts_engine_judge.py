@@ -5,7 +5,7 @@ changes with its simulations: a strength gauge of minutes where a match takes mo
     python tools/draughts_engine_judge.py draughts --judge cb:$CAKE@0.3 \
         --simulations 256 1024 4096 [--positions 300] [--save-positions positions.txt]
     python tools/draughts_engine_judge.py draughts --judge cb:$CAKE@0.3 \
-        --positions-file positions.txt --simulations 1024 --set search.endgame_table=4
+        --positions-file positions.txt --simulations 1024 --variant search.algorithm=puct
 
 Positions: unless `--positions-file` names a saved set (one `FEN counter ply` a line), the
 agent plays `--games` games against the judge engine at `--games-seconds` a move (paired random
@@ -25,12 +25,14 @@ worse the engine thinks the agent's move is, in its own units (for Cake, a man i
 as the engine searches in its time; a small negative loss is the engine changing its mind
 between the two searches.
 
-The table gives, per simulation count: positions judged, the share of moves equal to the
-engine's, the mean loss capped at 300 (three men), and the shares of moves losing 50 or more
-and 100 or more (a man), in all and by phase (opening: before ply 20; ending: 10 pieces or
-fewer; else the middle game), each share with its standard error. The value is read from the
-engine's info string (`value N`, as Cake writes it); an engine that writes none is refused in
-one line. Results for the shipped model are in docs/results.md ("Draughts").
+The table gives, per simulation count and search (the plain one, then each `--variant`),
+and for each `--engine-row` engine's own moves (for scale):
+positions judged, the share of moves equal to the engine's, the mean loss capped at 300
+(three men), and the shares of moves losing 50 or more and 100 or more (a man), in all and by
+phase (opening: before ply 20; ending: 10 pieces or fewer; else the middle game), each share
+with its standard error. The value is read from the engine's info string (`value N`, as Cake
+writes it); an engine that writes none is refused in one line. Results for the shipped model
+are in docs/results.md ("Draughts").
 """
 
 from __future__ import annotations
@@ -262,7 +264,16 @@ def summarise(label: str, positions: list[Position], verdicts: list[Verdict]) ->
     return " | ".join(cells)
 
 
-HEADER = ("simulations | judged | same move as the judge % | mean loss (cap 300) | "
+def show_worst(positions: list[Position], verdicts: list[Verdict], count: int) -> None:
+    """Prints the `count` judged moves of largest loss: ply, FEN, both moves and values."""
+    judged = sorted((v.loss, i) for i, v in enumerate(verdicts) if v.loss is not None)
+    for loss, i in judged[::-1][:count]:
+        p, v = positions[i], verdicts[i]
+        print(f"    loss {loss}: ply {p.ply} {p.fen} (counter {p.counter}): played "
+              f"{v.agent_move} ({v.agent_value}), the judge's {v.engine_move} ({v.engine_value})")
+
+
+HEADER = ("simulations (search) | judged | same move as the judge % | mean loss (cap 300) | "
           "loss >= 50 % | loss >= 100 % | >= 100 in the opening % (n) | in the middle % (n) | "
           "in the ending % (n)")
 
@@ -281,6 +292,14 @@ def main() -> None:
                         help="the agent's simulations in those games")
     parser.add_argument("--games-seconds", type=float, default=0.1,
                         help="the engine's seconds a move in those games")
+    parser.add_argument("--variant", dest="variants", action="append", default=[],
+                        metavar="KEY=VALUE[,KEY=VALUE]", help="judge the search with these "
+                        "overrides too, beside the plain one (repeatable)")
+    parser.add_argument("--engine-row", dest="engine_rows", action="append", default=[],
+                        metavar="cb:PATH[@SECONDS]", help="judge this engine's moves in the "
+                        "same positions too, for scale (repeatable)")
+    parser.add_argument("--show", type=int, default=0, metavar="N",
+                        help="after each row, the N moves of largest loss")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--set", dest="overrides", action="append", default=[],
                         metavar="KEY=VALUE", help="a search override for the agent, as "
@@ -308,15 +327,27 @@ def main() -> None:
     print(f"{len(positions)} positions; judge {args.judge}, seed {args.seed}", flush=True)
     print(HEADER)
     key = jax.random.PRNGKey(args.seed)
+    searches = [("", agent)] + [(f" {v}", agent.with_search(v.split(",")))
+                                for v in args.variants]
     for simulations in args.simulations:
         simulations = agent.search_simulations(simulations)
-        began = time.perf_counter()
-        moves = whole_moves(agent, batch, simulations, key)
-        searched = time.perf_counter() - began
+        for label, searcher in searches:
+            began = time.perf_counter()
+            moves = whole_moves(searcher, batch, simulations, key)
+            searched = time.perf_counter() - began
+            verdicts = [judge.judge(s, m) for s, m in zip(states, moves, strict=True)]
+            print(summarise(f"{simulations}{label}", positions, verdicts)
+                  + f"   [agent {searched:.0f} s; judge {judge.calls} calls, "
+                  f"{judge.seconds_total:.0f} s so far]", flush=True)
+            show_worst(positions, verdicts, args.show)
+    for name in args.engine_rows:
+        player = Judge(env, name)
+        moves = [player.ask(s)[1] for s in states]
+        player.close()
         verdicts = [judge.judge(s, m) for s, m in zip(states, moves, strict=True)]
-        print(summarise(str(simulations), positions, verdicts)
-              + f"   [agent {searched:.0f} s; judge {judge.calls} calls, "
-              f"{judge.seconds_total:.0f} s so far]", flush=True)
+        print(summarise(name, positions, verdicts)
+              + f"   [judge {judge.calls} calls, {judge.seconds_total:.0f} s so far]", flush=True)
+        show_worst(positions, verdicts, args.show)
     judge.close()
 
 
