@@ -1,18 +1,20 @@
 """How much a draughts agent's moves lose in a checkers engine's judgement, and how that
-changes with its simulations: a strength gauge of minutes where a match takes most of an hour.
+changes with its search: a strength gauge of minutes where a match takes most of an hour.
 
     CAKE=$(bash ../shared/engines/cake/build.sh)
-    python tools/draughts_engine_judge.py draughts --judge cb:$CAKE@0.3 \
-        --simulations 256 1024 4096 [--positions 300] [--save-positions positions.txt]
-    python tools/draughts_engine_judge.py draughts --judge cb:$CAKE@0.3 \
-        --positions-file positions.txt --simulations 1024 --variant search.algorithm=puct
+    python tools/draughts_engine_judge.py draughts --judge cb:$CAKE@0.5 \
+        --simulations 64 1024 [--variant search.algorithm=puct] [--engine-row cb:$CAKE@0.1]
+    python tools/draughts_engine_judge.py runs/my_model --judge cb:$CAKE@0.5 \
+        --draw-positions 400 --games 40 --save-positions positions.txt
 
-Positions: unless `--positions-file` names a saved set (one `FEN counter ply` a line), the
-agent plays `--games` games against the judge engine at `--games-seconds` a move (paired random
-3-ply openings, both colours; `tools/draughts_game_trace.py`, at `--games-simulations`), and
-`--positions` of the positions where the agent was to move are drawn at random (seeded):
-not mid-capture, after the opening plies, with two legal actions or more. They are the
-positions a game against the engine leads to.
+Positions: by default the 400 of `tools/data/draughts_positions_vs_cake.txt` (one
+`FEN counter ply` a line, the counter OpenSpiel's draw counter), drawn as below from 40 games
+of the shipped model at 256 simulations against Cake 1.22 at 0.1 s, seed 0. With
+`--draw-positions N` the agent first plays `--games` games against the judge engine at
+`--games-seconds` a move (paired random 3-ply openings, both colours;
+`tools/draughts_game_trace.py`, at `--games-simulations`), and N of the positions where the
+agent was to move are drawn at random (seeded): not mid-capture, after the opening plies, with
+two legal actions or more. They are the positions a game against the engine leads to.
 
 Judgement: for each position and each simulation count, the agent plays its greedy search's
 whole move (every hop of a multi-jump). The engine, at the judge's time per move, is asked for
@@ -64,6 +66,7 @@ OPENING_PLIES = 20  # plies of the opening, for the phases
 ENDING_PIECES = 10  # pieces on the board at most in an ending
 LOSS_CAP = 300  # the mean loss caps each move's loss here, so that a lost win does not swamp it
 THRESHOLDS = (50, 100)  # the losses whose shares are reported
+POSITIONS = Path(__file__).with_name("data") / "draughts_positions_vs_cake.txt"
 _VALUE = re.compile(r"value\s*[<>]?\s*(-?\d+)")
 
 
@@ -284,8 +287,10 @@ def main() -> None:
     parser.add_argument("--judge", required=True, help="the judging engine, cb:PATH[@SECONDS]")
     parser.add_argument("--simulations", type=int, nargs="+", default=[None],
                         help="the agent's simulation counts to judge (default: its model's)")
-    parser.add_argument("--positions", type=int, default=300, help="positions to draw")
-    parser.add_argument("--positions-file", help="judge these saved positions instead")
+    parser.add_argument("--positions-file", default=str(POSITIONS),
+                        help="the positions to judge (default: the saved set of 400)")
+    parser.add_argument("--draw-positions", type=int, default=0, metavar="N",
+                        help="judge N positions drawn from new games instead")
     parser.add_argument("--save-positions", help="write the drawn positions here")
     parser.add_argument("--games", type=int, default=40, help="games to draw positions from")
     parser.add_argument("--games-simulations", type=int, default=256,
@@ -313,12 +318,12 @@ def main() -> None:
         judge = Judge(env, args.judge)
     except (ValueError, EngineFault) as error:
         raise SystemExit(f"error: {args.judge}: {error}") from None
-    if args.positions_file:
-        positions = read_positions(args.positions_file)
-    else:
+    if args.draw_positions:
         positions = positions_from_games(agent, f"cb:{judge.engine.library}@{args.games_seconds}",
-                                         args.games, args.games_simulations, args.positions,
-                                         args.seed)
+                                         args.games, args.games_simulations,
+                                         args.draw_positions, args.seed)
+    else:
+        positions = read_positions(args.positions_file)
     if args.save_positions:
         Path(args.save_positions).write_text(
             "".join(f"{p.fen} {p.counter} {p.ply}\n" for p in positions))
