@@ -97,10 +97,6 @@ class Verdict:
     loss: int | None
 
 
-def _one(states, i: int):
-    return jax.tree.map(lambda x: x[i], states)
-
-
 def whole_moves(agent: Agent, states, simulations: int, key: jax.Array) -> list[list[int]]:
     """The agent's greedy whole move in each position of a batch [B]: its search's action,
     then, while the same player must continue a capture, the search's next hop."""
@@ -327,7 +323,10 @@ def main() -> None:
     if args.save_positions:
         Path(args.save_positions).write_text(
             "".join(f"{p.fen} {p.counter} {p.ply}\n" for p in positions))
-    states = [env.from_fen(p.fen, counter=p.counter) for p in positions]
+    try:
+        states = [env.from_fen(p.fen, counter=p.counter) for p in positions]
+    except ValueError as error:
+        raise SystemExit(f"error: {args.positions_file}: {error}") from None
     batch = jax.tree.map(lambda *x: jnp.stack(x), *states)
     print(f"{len(positions)} positions; judge {args.judge}, seed {args.seed}", flush=True)
     print(HEADER)
