@@ -449,6 +449,22 @@ def test_the_judge_values_a_move_by_the_engines_value_after_it(env, built, tmp_p
     assert judged >= 4  # the comparison above ran, not only the shortcut of equal moves
 
 
+def test_the_judges_answers_are_kept_for_the_next_run_of_the_same_judge(env, built, tmp_path):
+    name = f"cb:{install(built, tmp_path)}@0.01"
+    answers = tmp_path / "answers.json"
+    positions = _random_positions(env, 4, seed=2)
+    moves = [next(iter(env.legal_moves(s).values())) for s in positions]
+    first = judge_tool.Judge(env, name, str(answers))
+    verdicts = [first.judge(s, m) for s, m in zip(positions, moves, strict=True)]
+    first.close()
+    again = judge_tool.Judge(env, name, str(answers))
+    assert [again.judge(s, m) for s, m in zip(positions, moves, strict=True)] == verdicts
+    again.close()
+    assert first.calls >= 4 and again.calls == 0
+    with pytest.raises(SystemExit, match="holds the answers of"):
+        judge_tool.Judge(env, name + "1", str(answers))
+
+
 def test_the_judge_leaves_out_a_position_answered_from_a_book(env, built, tmp_path):
     judge = judge_tool.Judge(env, f"cb:{install(built, tmp_path, 'silent')}@0.01")
     try:

@@ -16,6 +16,10 @@ of the shipped model at 256 simulations against Cake 1.22 at 0.1 s, seed 0. With
 agent was to move are drawn at random (seeded): not mid-capture, after the opening plies, with
 two legal actions or more. They are the positions a game against the engine leads to.
 
+`--answers FILE` keeps the judge's answers (its value and move per position) in a JSON file
+and reuses them in a later run with the same judge, which then asks the engine only about
+moves it has not judged: a new search variant is judged in the minutes its search takes.
+
 Judgement: for each position and each simulation count, the agent plays its greedy search's
 whole move (every hop of a multi-jump). The engine, at the judge's time per move, is asked for
 its move and value in the position, and for its value after the agent's move (with the
@@ -41,6 +45,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import re
 import sys
 import time
@@ -125,12 +130,20 @@ def whole_moves(agent: Agent, states, simulations: int, key: jax.Array) -> list[
 class Judge:
     """A checkers engine judging moves (`cb:PATH[@SECONDS]`), its answers cached by FEN."""
 
-    def __init__(self, env, name: str):
+    def __init__(self, env, name: str, answers: str | None = None):
         library, self.seconds = check_engine_opponent(env, name)
         self.env = env
+        self.name = name
+        self.cache: dict[str, tuple[int | None, list[int] | None]] = {}
+        self.answers = Path(answers) if answers else None
+        if self.answers is not None and self.answers.exists():
+            saved = json.loads(self.answers.read_text())
+            if saved.get("judge") != name:
+                raise SystemExit(f"error: {answers} holds the answers of {saved.get('judge')}, "
+                                 f"not of {name}")
+            self.cache = {fen: (value, move) for fen, (value, move) in saved["answers"].items()}
         self.engine = EngineProcess(library, name)
         self.engine.start()
-        self.cache: dict[str, tuple[int | None, list[int] | None]] = {}
         self.calls = 0
         self.seconds_total = 0.0
 
@@ -178,7 +191,10 @@ class Judge:
                        agent_value, loss)
 
     def close(self) -> None:
+        """Stops the engine; with `answers`, saves every answer for the next run."""
         self.engine.close()
+        if self.answers is not None:
+            self.answers.write_text(json.dumps({"judge": self.name, "answers": self.cache}))
 
 
 def _in_book(reply: dict) -> bool:
@@ -277,7 +293,7 @@ HEADER = ("simulations (search) | judged | same move as the judge % | mean loss 
           "in the ending % (n)")
 
 
-def main() -> None:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("agent", help="a game id (shipped model), run dir or model dir")
     parser.add_argument("--judge", required=True, help="the judging engine, cb:PATH[@SECONDS]")
@@ -301,17 +317,23 @@ def main() -> None:
                         "same positions too, for scale (repeatable)")
     parser.add_argument("--show", type=int, default=0, metavar="N",
                         help="after each row, the N moves of largest loss")
+    parser.add_argument("--answers", metavar="FILE", help="keep the judge's answers in this "
+                        "JSON file, and reuse those of an earlier run with the same judge")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--set", dest="overrides", action="append", default=[],
                         metavar="KEY=VALUE", help="a search override for the agent, as "
                         "`azjax eval --set` (repeatable)")
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> None:
+    args = _parser().parse_args()
     agent = Agent.load(args.agent).with_search(args.overrides)
     env = agent.env
     if env.name != "draughts":
         raise SystemExit(f"{args.agent} plays {env.name}; an engine judges draughts only")
     try:
-        judge = Judge(env, args.judge)
+        judge = Judge(env, args.judge, args.answers)
     except (ValueError, EngineFault) as error:
         raise SystemExit(f"error: {args.judge}: {error}") from None
     if args.draw_positions:
