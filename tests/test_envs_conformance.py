@@ -9,6 +9,7 @@ import pytest
 
 from azjax import envs
 from azjax.envs.connect_four import ConnectFour
+from azjax.envs.draughts import Draughts
 from azjax.envs.tic_tac_toe import TicTacToe
 
 
@@ -97,6 +98,14 @@ class _RenderGivesAList(TicTacToe):
         return super().render(state).splitlines()
 
 
+class _EmptyHistory(Draughts):
+    """OpenSpiel's draw rule with a position history of length 0: an array orbax cannot save."""
+
+    def __init__(self):
+        super().__init__(draw_rule="openspiel")
+        self.history_length = 0
+
+
 @pytest.mark.parametrize(
     ("broken", "complaint"),
     [
@@ -112,6 +121,7 @@ class _RenderGivesAList(TicTacToe):
         (_WholeMovesDoNotParseBack, "does not parse and format back"),
         (_RenderGivesAList, "render must return a str"),
         (_BoardCodesSwapTheMarks, "board_codes draws cell"),
+        (_EmptyHistory, "the state's history has no element"),
     ],
 )
 def test_check_env_catches_a_broken_env(broken, complaint):

@@ -147,8 +147,9 @@ def test_openspiel_draw_rule_counts_actions_without_a_capture():
     assert bool(states[1].terminated) and states[1].rewards.tolist() == [0.0, 0.0]
     # No repetition rule: the same position a fourth time goes on.
     shuffle = ["1-5", "32-28", "5-1", "28-32"] * 3
-    assert not bool(play("B:WK32:BK1", shuffle, env=env)[-1].terminated)
-    assert env.history_length == 0
+    states = play("B:WK32:BK1", shuffle, env=env)
+    assert not bool(states[-1].terminated)
+    assert all(np.all(np.asarray(s.history) == 0xFFFFFFFF) for s in states)  # never written
 
 
 def test_forty_move_rule_counts_king_moves_without_a_capture():

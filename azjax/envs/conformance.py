@@ -87,7 +87,8 @@ def check_env(env: Env, *, num_games: int = 16, max_steps: int = 1000, seed: int
 
 
 def check_initial_state(env: Env, state: GameState) -> None:
-    """The initial state: its fields, live with a legal action; `observe`'s shape and dtype;
+    """The initial state: its fields, live with a legal action, no empty array (a run's
+    checkpoint could not hold it); `observe`'s shape and dtype;
     `symmetries`' shapes, copy 0 the identity, each policy copy a permutation.
 
     Args:
@@ -100,6 +101,10 @@ def check_initial_state(env: Env, state: GameState) -> None:
     _check_fields(env, state)
     if bool(state.terminated) or not bool(np.any(state.legal_action_mask)):
         raise _fail(env, "the initial state must be live with a legal move")
+    for path, leaf in jax.tree_util.tree_leaves_with_path(state):
+        if np.size(leaf) == 0:  # orbax cannot checkpoint it, so a training run could not save
+            raise _fail(env, f"the state's {jax.tree_util.keystr(path).lstrip('.')} has no "
+                        f"element (shape {list(np.shape(leaf))}); give it at least one")
     obs = env.observe(state)
     if obs.shape != tuple(env.observation_shape) or obs.dtype != jnp.float32:
         raise _fail(env, f"observe gives {obs.dtype}{list(obs.shape)}, "

@@ -216,7 +216,8 @@ class State:
     jumper: jax.Array  # int8 []: square index of the piece that must keep capturing, else -1
     counter: jax.Array  # int8 []: actions counted towards the draw rule
     # uint32 [H, 2]: the `pieces` of the positions before this one since the last capture or
-    # man's move, newest first (empty slots `_NO_POSITION`); H = 80 under "laws", else 0
+    # man's move, newest first (empty slots `_NO_POSITION`); H = 80 under "laws", else 1
+    # (unused)
     history: jax.Array
     repeats: jax.Array  # int8 []: how many times this position stood before (0-2; "laws")
 
@@ -307,7 +308,9 @@ class Draughts(Env):
         self.draw_limit = DRAW_RULES[draw_rule]
         # Under the laws a position can repeat only one of the draw_limit before it since the
         # last capture or man's move (the forty-move rule draws at draw_limit).
-        self.history_length = self.draw_limit if self.laws else 0
+        # OpenSpiel's rule keeps one slot it never reads: an array of size 0 in the state
+        # cannot be checkpointed (orbax refuses it) and loses its sharding when copied.
+        self.history_length = self.draw_limit if self.laws else 1
         # A sound bound. Captures: at most 12 + 11 = 23 (a side with no piece has lost). Between
         # two counter resets at most limit - 1 actions, and limit after the last. "openspiel"
         # resets on captures only: 40 * 23 + 40 = 960. "laws" also resets on each man's move,

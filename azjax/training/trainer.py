@@ -83,8 +83,10 @@ class Trainer:
         """
         run = self.jitted.init(key)
         # One buffer per leaf: the state is donated, and an env's init may hand back the same
-        # array in two fields.
-        return jax.tree.map(lambda x: jnp.array(x, copy=True), run)
+        # array in two fields. A copy by device_put keeps each leaf's sharding (jnp.array's
+        # copy gives an empty leaf, such as a history of length 0, a replicated one, which
+        # the sharded self-play step then refuses).
+        return jax.tree.map(lambda x: jax.device_put(x, x.sharding, may_alias=False), run)
 
     def initial_params(self, key: chex.PRNGKey) -> Any:
         """The network `init_state(key)` starts from (plain arrays, on one device)."""
