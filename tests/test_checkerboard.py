@@ -28,6 +28,7 @@ from typer.testing import CliRunner
 from azjax import envs
 from azjax.apps.cli import app
 from azjax.config import NetworkConfig, parse_engine_name
+from azjax.envs.core import jitted_step
 from azjax.evaluation.baselines import random_player
 from azjax.evaluation.checkerboard import (
     BLACK,
@@ -404,7 +405,7 @@ def _test_engine_value(env, state, pdn: str) -> int:
 def _random_positions(env, count: int, seed: int) -> list:
     """Positions of random games, each with two legal whole moves or more, none mid-capture."""
     rng = np.random.default_rng(seed)
-    step = jax.jit(env.step)
+    step = jitted_step(env)
     out = []
     while len(out) < count:
         state = env.init(jax.random.PRNGKey(int(rng.integers(1 << 30))))
@@ -435,7 +436,7 @@ def test_the_judge_values_a_move_by_the_engines_value_after_it(env, built, tmp_p
                 continue
             after = state
             for action in legal[agent_pdn]:
-                after = env.step(after, jnp.int32(action))
+                after = jitted_step(env)(after, jnp.int32(action))
             if bool(after.terminated):
                 assert verdict.agent_value == 5000 * int(after.rewards[state.current_player])
             else:

@@ -44,6 +44,7 @@ are in docs/results.md ("Draughts").
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib.util
 import json
 import re
@@ -57,6 +58,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from azjax.agent import Agent
+from azjax.envs.core import jitted_step
 from azjax.envs.draughts import Draughts
 from azjax.evaluation.checkerboard import (
     EngineFault,
@@ -102,10 +104,16 @@ class Verdict:
     loss: int | None
 
 
+@functools.cache
+def _batch_step(env):
+    """`env.step` over a batch, jitted once per env (every search row reuses it)."""
+    return jax.jit(jax.vmap(env.step))
+
+
 def whole_moves(agent: Agent, states, simulations: int, key: jax.Array) -> list[list[int]]:
     """The agent's greedy whole move in each position of a batch [B]: its search's action,
     then, while the same player must continue a capture, the search's next hop."""
-    step = jax.jit(jax.vmap(agent.env.step))
+    step = _batch_step(agent.env)
     mover = np.asarray(states.current_player)
     moves: list[list[int]] = [[] for _ in range(len(mover))]
     live = np.ones(len(mover), bool)
@@ -173,10 +181,10 @@ class Judge:
     def judge(self, state, agent_move: list[int]) -> Verdict:
         """The engine's verdict on `agent_move` (action ids of one whole move) in `state`."""
         value, engine_move = self.ask(state)
-        env = self.env
+        env, step = self.env, jitted_step(self.env)
         after = state
         for action in agent_move:
-            after = env.step(after, jnp.int32(action))
+            after = step(after, jnp.int32(action))
         mover = int(state.current_player)
         if engine_move == agent_move:
             agent_value = value
