@@ -260,8 +260,14 @@ class SelfPlayConfig:
     Valid: >= 0; >= 1 when random_opening_prob > 0."""
     random_start_prob: float = 0.0
     """Share of games that start from the game's random start positions instead of its initial
-    one (draughts: random endings, `Draughts.random_start`), with no random opening moves.
-    Valid: in [0, 1]."""
+    one (draughts: random endings, `Draughts.random_start`), or with `start_positions` from
+    that file's, with no random opening moves. Valid: in [0, 1]."""
+    start_positions: str = ""
+    """A text file of positions, one per line in the game's notation (draughts: a FEN;
+    `azjax.envs.start_positions`), that the `random_start_prob` share of games start from,
+    drawn uniformly, instead of the game's own random starts; "" = none. A relative path is
+    read from the working directory. Valid: "" or a file (read when training starts); needs
+    random_start_prob > 0."""
     symmetries: bool = True
     """Augments every training sample with a random symmetry of the game (`Env.symmetries`)
     when a batch is drawn."""
@@ -990,6 +996,8 @@ def _validate_selfplay(play: SelfPlayConfig, search: SearchConfig) -> None:
     _require(0.0 <= play.random_opening_prob <= 1.0, "selfplay.random_opening_prob", "in [0, 1]")
     _require(play.random_opening_max_moves >= 0, "selfplay.random_opening_max_moves", ">= 0")
     _require(0.0 <= play.random_start_prob <= 1.0, "selfplay.random_start_prob", "in [0, 1]")
+    _require(not play.start_positions or play.random_start_prob > 0, "selfplay.start_positions",
+             "needs selfplay.random_start_prob > 0 (the share of games that start there)")
     _require(play.random_opening_prob == 0 or play.random_opening_max_moves >= 1,
              "selfplay.random_opening_max_moves", "must be >= 1 when random_opening_prob > 0")
     _require(play.temperature_moves >= 0, "selfplay.temperature_moves", "must be >= 0")

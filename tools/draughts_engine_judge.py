@@ -220,23 +220,28 @@ def _trace_tool():
 
 
 def positions_from_games(agent: Agent, opponent: str, games: int, simulations: int,
-                         count: int, seed: int, opening_plies: int = 3) -> list[Position]:
-    """`count` positions drawn (seeded) from the agent's side of `games` games against
+                         count: int | None, seed: int, opening_plies: int = 3,
+                         shuffle: bool = True) -> list[Position]:
+    """`count` positions (None: all) drawn from the agent's side of `games` games against
     `opponent`: the agent to move, not mid-capture, after the opening plies, two legal
-    actions or more."""
+    actions or more; in a seeded random order, or with `shuffle` off in the games' order."""
     trace = _trace_tool().play(agent, opponent, games, simulations, seed, opening_plies,
                                both_colours=True)
     player = trace["player"]
-    candidates = []
+    candidates, games_of = [], []
     for ply in range(opening_plies + 1, player.shape[0]):
         for game in range(games):
             mover = player[ply, game]
             if mover == trace["me"][game] and player[ply - 1, game] != mover:
                 candidates.append(Position(Draughts.fen(trace["board"][ply, game], int(mover)),
                                            int(trace["counter"][ply, game]), ply))
+                games_of.append(game)
+    if not shuffle:  # game by game, each in its plies' order (a stable sort)
+        candidates = [candidates[i] for i in np.argsort(games_of, kind="stable")]
     rng = np.random.default_rng(seed)
     chosen = []
-    for i in rng.permutation(len(candidates)):
+    order_of = rng.permutation(len(candidates)) if shuffle else range(len(candidates))
+    for i in order_of:
         state = agent.env.from_fen(candidates[i].fen, counter=candidates[i].counter)
         if int(np.asarray(state.legal_action_mask).sum()) >= 2:
             chosen.append(candidates[i])
@@ -249,6 +254,8 @@ def read_positions(path: str) -> list[Position]:
     """Positions saved by `--save-positions`: `FEN counter ply` a line."""
     out = []
     for number, line in enumerate(Path(path).read_text().splitlines(), 1):
+        if not line.strip() or line.startswith("#"):
+            continue
         parts = line.split()
         if len(parts) != 3 or not parts[1].isdigit() or not parts[2].isdigit():
             raise SystemExit(f"{path}:{number}: expected `FEN counter ply`, got {line!r}")

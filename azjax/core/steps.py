@@ -34,7 +34,8 @@ from azjax.core.network import ApplyFn, init_network, make_network
 from azjax.core.search import make_network_search, make_search_engine, tree_env
 from azjax.core.selfplay import SelfPlayFn, SelfPlayState, SelfPlayStats, init_selfplay
 from azjax.core.types import Positions
-from azjax.envs.core import Env
+from azjax.envs.core import Env, GameState
+from azjax.envs.start_positions import with_start_positions
 
 __all__ = ["JittedSteps", "RunState", "Steps", "TrainState", "augment", "jit_steps",
            "learning_rate", "make_optimizer", "make_steps"]
@@ -154,7 +155,7 @@ class Steps:
 
 def make_steps(env: Env, network: NetworkConfig, search: SearchConfig, selfplay: SelfPlayConfig,
                train: TrainConfig, replay: ReplayConfig, *, gating: bool = False,
-               layout: Layout | None = None) -> Steps:
+               layout: Layout | None = None, starts: GameState | None = None) -> Steps:
     """The pure pieces of a training run (`Steps`).
 
     Args:
@@ -164,6 +165,8 @@ def make_steps(env: Env, network: NetworkConfig, search: SearchConfig, selfplay:
       gating: keep separate self-play params (AlphaGo Zero's gating, `eval.gating`).
       layout: the device layout (`azjax.core.layout`): it decides how self-play spans a mesh
         and how a training batch is laid out; default one device.
+      starts: positions [N] that self-play's random starts are drawn from instead of the
+        game's own (`selfplay.start_positions`, `azjax.envs.start_positions`), or None.
 
     Returns:
       The `Steps`.
@@ -172,7 +175,7 @@ def make_steps(env: Env, network: NetworkConfig, search: SearchConfig, selfplay:
     _, apply_fn = make_network(network, env.num_actions)
     search_fn = make_network_search(env, network, search)
     # Self-play walks the same game tree as the search: decisions only, when asked.
-    selfplay_env = tree_env(env, search)
+    selfplay_env = tree_env(with_start_positions(env, starts), search)
     optimizer = make_optimizer(train)
     engine = None
     if selfplay.tree_reuse:  # the same search in steps, its network as make_network_search's

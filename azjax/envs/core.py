@@ -391,6 +391,23 @@ class Env(abc.ABC):
             raise ValueError(f"{self.describe_illegal(state, action)}; legal moves: {names}")
         return [action]
 
+    def parse_position(self, text: str) -> GameState:
+        """A position written in the game's notation (draughts: a FEN), for games to start from
+        (`selfplay.start_positions`). Host side, not jit-able.
+
+        Args:
+          text: one position, as one line of a positions file.
+
+        Returns:
+          One state, with `step_count` 0.
+
+        Raises:
+          ValueError: saying what is wrong with `text`.
+          NotImplementedError: for a game without a position notation (the default).
+        """
+        del text
+        raise NotImplementedError(f"{self.name} has no notation for positions")
+
     def board_view(self, state: GameState) -> BoardView | None:
         """The position as a grid of cells for a page to draw; None (the default) when the
         game has no picture, so pages show `render`'s text and the legal moves instead."""

@@ -613,6 +613,19 @@ class Draughts(Env):
             raise ValueError(f"the piece on {jumper} has no capture to continue")
         return state
 
+    def parse_position(self, text: str) -> State:
+        """The state of a FEN (`from_fen`), taken from the start of `text`: the rest of the line
+        is ignored, so the `FEN counter ply` lines of `tools/draughts_engine_judge.py` read as
+        their positions. The draw counter starts at 0 and the repetition history empty.
+
+        Raises:
+          ValueError: an empty line or a bad FEN, as `from_fen`.
+        """
+        fields = text.split()
+        if not fields:
+            raise ValueError("an empty line holds no position")
+        return self.from_fen(fields[0])
+
     def to_fen(self, state: State) -> str:
         """The PDN FEN of a state's pieces and player to move (`B:W...:B...`)."""
         return self.fen(self.board(state), int(state.current_player))

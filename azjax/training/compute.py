@@ -28,6 +28,7 @@ from azjax.core.network import count_flops, init_network, make_network
 from azjax.core.search import symmetry_averaged_apply, symmetry_permutations
 from azjax.core.steps import make_steps
 from azjax.envs.core import Env
+from azjax.training.trainer import start_positions_of
 
 __all__ = ["ComputeTotals", "FlopCosts", "costs_from_counts", "flop_costs",
            "forward_flops_per_evaluation", "iteration_flops", "update_flops"]
@@ -93,7 +94,8 @@ def update_flops(env: Env, config: ExperimentConfig, compiled: Any = None) -> fl
     if compiled is None:
         train = dataclasses.replace(config.train, updates_per_call=1)
         steps = make_steps(env, config.network, config.search, config.selfplay, train,
-                           config.replay, gating=config.eval.gating)
+                           config.replay, gating=config.eval.gating,
+                           starts=start_positions_of(env, config))
         key = jax.random.PRNGKey(0)
         abstract = jax.eval_shape(steps.init, key)
         compiled = jax.jit(steps.update).lower(

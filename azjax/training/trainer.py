@@ -19,19 +19,35 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh
 
-from azjax.config import ExperimentConfig
+from azjax.config import ConfigError, ExperimentConfig
 from azjax.core import replay as replay_lib
 from azjax.core.layout import choose_layout
 from azjax.core.steps import RunState, jit_steps, make_steps
-from azjax.envs.core import Env
+from azjax.envs.core import Env, GameState
+from azjax.envs.start_positions import read_start_positions
 
-__all__ = ["Trainer"]
+__all__ = ["Trainer", "start_positions_of"]
 
 
 @jax.jit
 def _mean_of_dicts(dicts: list[dict[str, jax.Array]]) -> dict[str, jax.Array]:
     """Element-wise mean of a list of metric dicts, in one compiled call."""
     return jax.tree.map(lambda *xs: jnp.mean(jnp.stack(xs)), *dicts)
+
+
+def start_positions_of(env: Env, config: ExperimentConfig) -> GameState | None:
+    """The positions of `selfplay.start_positions` ([N] stacked states), or None when unset.
+
+    Raises:
+      ConfigError: `selfplay.start_positions: <file>: <what is wrong>`.
+    """
+    path = config.selfplay.start_positions
+    if not path:
+        return None
+    try:
+        return read_start_positions(env, path)
+    except ValueError as error:
+        raise ConfigError(f"selfplay.start_positions: {error}") from None
 
 
 class Trainer:
@@ -66,7 +82,7 @@ class Trainer:
                                     learner_on_first_device=updates_on_one_device)
         self.steps = make_steps(env, config.network, config.search, config.selfplay,
                                 config.train, config.replay, gating=config.eval.gating,
-                                layout=self.layout)
+                                layout=self.layout, starts=start_positions_of(env, config))
         self.jitted = jit_steps(self.steps, self.layout)
         self.mesh, self.split = self.layout.mesh, self.layout.learner_on_first_device
         self.apply_fn, self.search_fn = self.steps.apply_fn, self.steps.search_fn
