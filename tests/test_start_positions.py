@@ -35,7 +35,8 @@ def _pieces(states) -> set[tuple[int, int, int, int]]:
     pieces = np.asarray(states.pieces).reshape(-1, 2)
     kings = np.asarray(states.kings).reshape(-1)
     player = np.asarray(states.current_player).reshape(-1)
-    return {(int(p[0]), int(p[1]), int(k), int(c)) for p, k, c in zip(pieces, kings, player)}
+    return {(int(p[0]), int(p[1]), int(k), int(c))
+            for p, k, c in zip(pieces, kings, player, strict=True)}
 
 
 def test_a_positions_file_reads_as_the_games_notation(positions_file):
