@@ -18,22 +18,13 @@ once, in the order of the games: one `FEN counter ply` a line (the format of
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import shlex
 import sys
 from pathlib import Path
 
+from draughts_engine_judge import positions_from_games  # a sibling: tools/ is on sys.path
+
 from azjax.agent import Agent
-
-
-def _judge_tool():
-    """tools/draughts_engine_judge.py, whose `positions_from_games` draws the positions."""
-    path = Path(__file__).with_name("draughts_engine_judge.py")
-    spec = importlib.util.spec_from_file_location("draughts_engine_judge", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
 
 
 def main() -> None:
@@ -55,7 +46,7 @@ def main() -> None:
     if agent.env.name != "draughts":
         raise SystemExit(f"{args.agent} plays {agent.env.name}; this tool draws draughts "
                          "positions")
-    positions = _judge_tool().positions_from_games(
+    positions = positions_from_games(
         agent, args.against, args.games, args.simulations, count=None, seed=args.seed,
         opening_plies=args.opening_plies, shuffle=False)
     command = " ".join(shlex.quote(a) for a in ["python", *sys.argv])

@@ -35,10 +35,10 @@ class StartPositions(EnvWrapper):
     def __init__(self, env: Env, starts: GameState) -> None:
         super().__init__(env)
         sizes = {x.shape[0] for x in jax.tree.leaves(starts)}
-        if len(sizes) != 1 or not sizes.pop() >= 1:
+        if len(sizes) != 1 or 0 in sizes:
             raise ValueError("starts must be one or more states stacked on a leading axis")
         self.starts = jax.tree.map(jnp.asarray, starts)
-        self.num_starts = int(jax.tree.leaves(starts)[0].shape[0])
+        self.num_starts = sizes.pop()
 
     def random_start(self, key: jax.Array) -> GameState:
         """One of the start positions, drawn uniformly.
