@@ -266,7 +266,8 @@ class SelfPlayConfig:
     """A text file of positions, one per line in the game's notation (draughts: a FEN;
     `azjax.envs.start_positions`), that the `random_start_prob` share of games start from,
     drawn uniformly, instead of the game's own random starts; "" = none. A relative path is
-    read from the working directory. Valid: "" or a file (read when training starts); needs
+    read from the working directory. A run records the SHA-256 of the file's positions and
+    refuses to resume on others. Valid: "" or a file (read when training starts); needs
     random_start_prob > 0."""
     symmetries: bool = True
     """Augments every training sample with a random symmetry of the game (`Env.symmetries`)

@@ -12,9 +12,20 @@ import pytest
 from conftest import tiny_config
 
 from azjax import envs
-from azjax.config import ConfigError, SearchConfig, SelfPlayConfig, config_from_dict
+from azjax.config import (
+    BudgetConfig,
+    ConfigError,
+    EvalConfig,
+    SearchConfig,
+    SelfPlayConfig,
+    config_from_dict,
+)
 from azjax.envs.forced import ForcedMovesPlayed
-from azjax.envs.start_positions import StartPositions, read_start_positions
+from azjax.envs.start_positions import (
+    StartPositions,
+    read_start_positions,
+    start_positions_digest,
+)
 
 # Three middle-game positions (Black and White to move) and one with a capture pending.
 FENS = ["B:W18,20,21,23,25,26,27,28,29,30,31,32:B1,2,3,4,5,6,7,8,10,11,13,16",
@@ -113,3 +124,42 @@ def test_a_run_starts_its_games_from_the_file(positions_file, tmp_path):
         config.selfplay, start_positions=str(tmp_path / "none.txt")))
     with pytest.raises(ConfigError, match="selfplay.start_positions: .*none.txt: no such file"):
         Trainer(env, missing)
+
+
+def test_the_digest_names_the_positions_not_the_comments(positions_file, tmp_path):
+    digest = start_positions_digest(positions_file)
+    commented = tmp_path / "commented.txt"
+    commented.write_text("# another comment\n" + positions_file.read_text() + "\n\n")
+    assert start_positions_digest(commented) == digest
+    fewer = tmp_path / "fewer.txt"
+    fewer.write_text("".join(f"{f} 7 40\n" for f in FENS[:-1]))
+    assert start_positions_digest(fewer) != digest
+    with pytest.raises(ValueError, match="none.txt: no such file"):
+        start_positions_digest(tmp_path / "none.txt")
+
+
+def test_a_run_refuses_to_resume_on_other_start_positions(positions_file, tmp_path):
+    """The run records its positions' digest (the start record, each checkpoint); the same
+    file name holding other positions is refused on resume, the run dir untouched."""
+    from azjax.training.loop import train
+    from azjax.training.metrics import read_metrics
+
+    config = tiny_config(
+        game="draughts",
+        search=SearchConfig(num_simulations=2, max_num_considered_actions=2),
+        selfplay=SelfPlayConfig(batch_size=8, chunk_length=8, max_game_length=8,
+                                random_start_prob=1.0, start_positions=str(positions_file)),
+        eval=EvalConfig(every_iterations=100, arena_games=2, opponents=()),
+        budget=BudgetConfig(max_iterations=1))
+    run_dir = tmp_path / "run"
+    train(config, run_dir, show_progress=False)
+    digest = start_positions_digest(positions_file)
+    assert read_metrics(run_dir / "metrics.jsonl")[0]["start_positions_sha256"] == digest
+
+    positions_file.write_text("".join(f"{f} 7 40\n" for f in FENS[1:]))
+    files = sorted(str(p) for p in run_dir.rglob("*"))
+    resumed = dataclasses.replace(config, budget=BudgetConfig(max_iterations=2))
+    with pytest.raises(ConfigError, match=r"selfplay.start_positions: the positions in .*"
+                                          r"starts.txt are not those .* was trained on"):
+        train(resumed, run_dir, show_progress=False)
+    assert sorted(str(p) for p in run_dir.rglob("*")) == files

@@ -11,6 +11,8 @@ uniformly, and `selfplay.random_start_prob` says how often self-play uses it.
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Iterator
 from pathlib import Path
 
 import jax
@@ -20,7 +22,8 @@ import numpy as np
 from azjax.envs.core import Env, GameState
 from azjax.envs.wrapper import EnvWrapper
 
-__all__ = ["StartPositions", "read_start_positions", "with_start_positions"]
+__all__ = ["StartPositions", "read_start_positions", "start_positions_digest",
+           "with_start_positions"]
 
 
 class StartPositions(EnvWrapper):
@@ -70,13 +73,8 @@ def read_start_positions(env: Env, path: str | Path) -> GameState:
         notation for positions.
     """
     path = Path(path)
-    if not path.is_file():
-        raise ValueError(f"{path}: no such file")
     states = []
-    for number, line in enumerate(path.read_text().splitlines(), start=1):
-        line = line.strip()
-        if not line or line.startswith("#"):
-            continue
+    for number, line in _position_lines(path):
         try:
             state = env.parse_position(line)
         except NotImplementedError as error:
@@ -89,6 +87,34 @@ def read_start_positions(env: Env, path: str | Path) -> GameState:
     if not states:
         raise ValueError(f"{path} holds no positions")
     return jax.tree.map(lambda *leaves: np.stack(leaves), *states)
+
+
+def start_positions_digest(path: str | Path) -> str:
+    """The SHA-256 (hex) of a positions file's positions: its lines as `read_start_positions`
+    reads them, so that editing a comment or a blank line leaves it. A run records it and
+    refuses to resume on other positions, as it refuses another config.
+
+    Raises:
+      ValueError: `{path}: no such file`.
+    """
+    digest = hashlib.sha256()
+    for _, line in _position_lines(Path(path)):
+        digest.update(line.encode() + b"\n")
+    return digest.hexdigest()
+
+
+def _position_lines(path: Path) -> Iterator[tuple[int, str]]:
+    """(line number from 1, stripped line) of each position line of `path`.
+
+    Raises:
+      ValueError: `{path}: no such file`.
+    """
+    if not path.is_file():
+        raise ValueError(f"{path}: no such file")
+    for number, line in enumerate(path.read_text().splitlines(), start=1):
+        line = line.strip()
+        if line and not line.startswith("#"):
+            yield number, line
 
 
 def with_start_positions(env: Env, starts: GameState | None) -> Env:

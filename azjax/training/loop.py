@@ -262,7 +262,8 @@ def _save(segment: Segment, loop: LoopState) -> None:
     meta = {"config": config_to_dict(config), "wall_s": segment.wall_s(),
             "iteration": iteration, "time_to_perfect_s": loop.time_to_perfect,
             "seed": config.seed, "game": config.game, "rules": segment.trainer.env.rules,
-            "compute": loop.compute.as_meta()}
+            "compute": loop.compute.as_meta(),
+            "start_positions_sha256": segment.trainer.starts_digest}
     try:
         segment.checkpointer.save(iteration, loop.state, meta)
     except Exception as error:  # orbax raises many types for one full disk

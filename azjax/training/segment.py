@@ -19,7 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from azjax import envs
-from azjax.config import ExperimentConfig, with_game_dir
+from azjax.config import ConfigError, ExperimentConfig, with_game_dir
 from azjax.core.layout import local_copy, make_mesh, mesh_description, updates_on_one_device
 from azjax.core.steps import RunState
 from azjax.model_files import CheckpointError, check_rules
@@ -103,6 +103,9 @@ def start_segment(config: ExperimentConfig, run_dir: Path, evaluator_factory: Ca
     mesh = make_mesh()
     # Checks that the batches split over the mesh.
     trainer = Trainer(env, config, mesh=mesh, updates_on_one_device=updates_on_one_device(mesh))
+    if resume is not None:
+        _check_start_positions(resume.get("start_positions_sha256"), trainer.starts_digest,
+                               config, run_dir)
     main = MainProcess(run_dir, enabled=jax.process_index() == 0)
     host_params = local_copy if trainer.mesh is not None else lambda params: params
     init_key, train_key, eval_key = jax.random.split(jax.random.PRNGKey(config.seed), 3)
@@ -144,6 +147,24 @@ def start_segment(config: ExperimentConfig, run_dir: Path, evaluator_factory: Ca
                                   rebuild=lambda: trainer.initial_params(init_key))
     return segment, LoopState(state, iteration, time_to_perfect, untrained,
                               snapshotted=iteration, compute=compute)
+
+
+def _check_start_positions(recorded: str | None, now: str | None, config: ExperimentConfig,
+                           run_dir: Path) -> None:
+    """Refuses to resume a run on other start positions than its checkpoint records, as a
+    changed config is refused: the same file name with other positions would change the run
+    silently. A checkpoint that records none (no file, or saved before digests) passes.
+
+    Raises:
+      ConfigError: one line naming the key, the file and both digests' heads.
+    """
+    if recorded is None or recorded == now:
+        return
+    now = now[:12] if now else "none"
+    raise ConfigError(
+        f"selfplay.start_positions: the positions in {config.selfplay.start_positions} are not "
+        f"those {run_dir} was trained on (sha256 {recorded[:12]}, now {now}); restore the "
+        f"file, or start another run with --run-dir")
 
 
 def _restore(checkpointer: RunCheckpointer, abstract_state: RunState, resume: dict[str, Any]
@@ -206,6 +227,8 @@ def _announce(segment: Segment, mesh: Any, iteration: int, resume: dict[str, Any
         "event": "resume" if resume else "start", "iteration": iteration,
         "wall_s": segment.wall_s(), **layout, "updates_on_one_device": split,
         **segment.costs.as_record(),
+        **({"start_positions_sha256": segment.trainer.starts_digest}
+           if segment.trainer.starts_digest else {}),
         **({"config_changed": resume["changed"]} if resume and resume["changed"] else {}),
         **({"damaged_checkpoints": sorted(resume["damaged"])}
            if resume and resume["damaged"] else {})})

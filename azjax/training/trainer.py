@@ -24,7 +24,7 @@ from azjax.core import replay as replay_lib
 from azjax.core.layout import choose_layout
 from azjax.core.steps import RunState, jit_steps, make_steps
 from azjax.envs.core import Env, GameState
-from azjax.envs.start_positions import read_start_positions
+from azjax.envs.start_positions import read_start_positions, start_positions_digest
 
 __all__ = ["Trainer", "start_positions_of"]
 
@@ -70,6 +70,8 @@ class Trainer:
       mesh: the layout's mesh, None on one device; split: whether the updates stay on one
         device while the games are split.
       apply_fn, search_fn: the network and the search self-play runs.
+      starts_digest: the SHA-256 of the positions of `selfplay.start_positions`
+        (`start_positions_digest`; checkpoints record it), None without them.
 
     Raises:
       ConfigError: naming the key, if a global size does not split over the mesh.
@@ -80,9 +82,12 @@ class Trainer:
         self.env, self.config = env, config
         self.layout = choose_layout(config.selfplay, config.train, config.replay, mesh,
                                     learner_on_first_device=updates_on_one_device)
+        starts = start_positions_of(env, config)
+        self.starts_digest = (None if starts is None
+                              else start_positions_digest(config.selfplay.start_positions))
         self.steps = make_steps(env, config.network, config.search, config.selfplay,
                                 config.train, config.replay, gating=config.eval.gating,
-                                layout=self.layout, starts=start_positions_of(env, config))
+                                layout=self.layout, starts=starts)
         self.jitted = jit_steps(self.steps, self.layout)
         self.mesh, self.split = self.layout.mesh, self.layout.learner_on_first_device
         self.apply_fn, self.search_fn = self.steps.apply_fn, self.steps.search_fn
