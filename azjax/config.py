@@ -118,9 +118,16 @@ class SearchConfig:
     """The tree search of self-play, evaluation and play: mctx's `gumbel_muzero_policy` or
     `muzero_policy` and their arguments, plus azjax's own options around them."""
 
-    algorithm: Literal["gumbel", "puct"] = "gumbel"
+    algorithm: Literal["gumbel", "puct", "alphabeta"] = "gumbel"
     """`gumbel` (Gumbel MuZero: sequential halving over sampled root moves) or `puct`
-    (AlphaZero's PUCT, with Dirichlet noise at the root in self-play)."""
+    (AlphaZero's PUCT, with Dirichlet noise at the root in self-play); for play only,
+    `alphabeta`: every move searched to alphabeta_depth whole moves, the network's value at
+    the leaves and its policy ordering the moves (`azjax.core.search_alphabeta`). Self-play
+    needs gumbel or puct; alphabeta has no clock, kept trees, solver, endgame table,
+    quiescence of its own or contempt."""
+    alphabeta_depth: int = 6
+    """alphabeta: whole moves searched before the network values a position (a multi-jump
+    is one move), then on through pending captures. Valid: in [1, 16]."""
     num_simulations: int = 16
     """Simulations per move in self-play, and at evaluation and play unless
     eval.num_simulations names another count. Valid: in [1, 100000]; the bound is
@@ -983,6 +990,12 @@ def _validate_search(search: SearchConfig, net: NetworkConfig) -> None:
              "search.greedy_action", "'halving' is gumbel's (puct plays the most visited move)")
     _require(search.pb_c_init > 0 and search.pb_c_base > 0, "search.pb_c_init",
              "pb_c_init and pb_c_base must be > 0")
+    _require(1 <= search.alphabeta_depth <= 16, "search.alphabeta_depth", "must be in [1, 16]")
+    unread = [name for name in ("solver", "tree_reuse", "endgame_table", "quiescence",
+                                "contempt") if getattr(search, name)]
+    _require(search.algorithm != "alphabeta" or not unread, "search.algorithm",
+             f"alphabeta does not read search.{', search.'.join(unread)}: turn "
+             f"{'it' if len(unread) == 1 else 'them'} off or search with gumbel or puct")
 
 
 def _validate_selfplay(play: SelfPlayConfig, search: SearchConfig) -> None:

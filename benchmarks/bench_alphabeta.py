@@ -21,7 +21,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from azjax import envs
-from azjax.evaluation.alphabeta import AlphaBetaConfig, alphabeta_player, alphabeta_search
+from azjax.core.alphabeta import AlphaBetaConfig, alphabeta_search
+from azjax.evaluation.alphabeta import alphabeta_player
 from azjax.evaluation.baselines import random_player
 from azjax.training.metrics import machine_description
 

@@ -1,5 +1,6 @@
-"""The alpha-beta baseline: its values equal plain minimax over the same evaluation, agree with
-OpenSpiel's alpha-beta on checkers, it finds hand-built shots, and never plays an illegal move.
+"""Alpha-beta, the baseline and the search over a network: its values equal plain minimax over
+the same evaluation whatever the move order, agree with OpenSpiel's alpha-beta on checkers, it
+finds hand-built shots, never plays an illegal move, and is refused where it cannot serve.
 """
 
 from __future__ import annotations
@@ -11,22 +12,27 @@ import jax.numpy as jnp
 import numpy as np
 import pyspiel
 import pytest
+from conftest import REPO_ROOT
 from open_spiel.python.algorithms import minimax as spiel_minimax
+from typer.testing import CliRunner
 
 from azjax import envs
+from azjax.agent import Agent
+from azjax.apps.cli import app
+from azjax.config import ConfigError, ExperimentConfig, NetworkConfig, SearchConfig
+from azjax.core.alphabeta import AlphaBetaConfig, alphabeta_search
+from azjax.core.hashing import position_hash
+from azjax.core.network import make_network
+from azjax.core.search import make_search, make_search_engine
+from azjax.core.steps import make_steps
 from azjax.envs.core import jitted_step, play_moves
 from azjax.envs.draughts import Draughts, openspiel_to_action
-from azjax.evaluation.alphabeta import (
-    AlphaBetaConfig,
-    alphabeta_player,
-    alphabeta_search,
-    anchor_name,
-    position_hash,
-)
+from azjax.evaluation.alphabeta import alphabeta_player, anchor_name
 from azjax.evaluation.arena import ArenaResult, run_arena
 from azjax.evaluation.baselines import random_player
 from azjax.evaluation.players import is_baseline, make_opponent
 
+RUNNER = CliRunner(env={"AZJAX_COMPILATION_CACHE": str(REPO_ROOT / ".jax_cache")})
 DRAUGHTS = envs.make("draughts")
 C4 = envs.make("connect_four")
 TTT = envs.make("tic_tac_toe")
@@ -314,3 +320,91 @@ def test_check_env_refuses_a_heuristic_outside_the_results():
 
     with pytest.raises(AssertionError, match="heuristic_value must lie strictly inside"):
         check_env(_BadHeuristic())
+
+
+def test_a_leaf_function_scores_the_leaves_and_its_order_never_changes_a_value():
+    """With `leaf`, the leaves score its values (here the game's own heuristic, so the values
+    are plain minimax's) and the moves are tried in the order its preference asks for (here
+    scores hashed from the position): a different walk, the same values."""
+    positions = _live(DRAUGHTS, 5, 2, (12, 30))
+    config = AlphaBetaConfig(depth=3, quiescence=3)
+
+    def leaf(states):
+        salt = jax.vmap(position_hash)(states)[:, :1].astype(jnp.float32)
+        return (jax.vmap(DRAUGHTS.heuristic_value)(states),
+                jnp.sin(1e-3 * salt + 1.7 * jnp.arange(DRAUGHTS.num_actions)))
+
+    search = jax.jit(functools.partial(alphabeta_search, DRAUGHTS, config=config, leaf=leaf))
+    found = search(jax.random.PRNGKey(0), _batch(positions))
+    plain = _search(DRAUGHTS, config)(jax.random.PRNGKey(0), _batch(positions))
+    want = [minimax(DRAUGHTS, p, config.depth, config.quiescence) for p in positions]
+    np.testing.assert_allclose(np.asarray(found.value)[:len(want)], want, atol=1e-6)
+    assert np.all(np.asarray(found.complete))
+    assert np.any(np.asarray(found.nodes) != np.asarray(plain.nodes))  # another order
+
+
+@functools.cache
+def _tiny_network_search(env, **search):
+    """(search_fn, variables) of `make_search` over a small random MLP with `search`."""
+    network = NetworkConfig(kind="mlp", hidden=(16,))
+    module, apply_fn = make_network(network, env.num_actions)
+    obs = jnp.zeros((1, *env.observation_shape), jnp.float32)
+    variables = module.init(jax.random.PRNGKey(0), obs)
+    config = SearchConfig(algorithm="alphabeta", **search)
+    return jax.jit(make_search(env, apply_fn, config)), variables
+
+
+def test_network_alphabeta_solves_tic_tac_toe_whatever_the_network():
+    """`search.algorithm: alphabeta` at depth 9 sees every tic-tac-toe game to its end: its
+    values are the exact results (plain minimax over results alone), not the random
+    network's, and the move it plays is worth that value."""
+    search, variables = _tiny_network_search(TTT, alphabeta_depth=9)
+    positions = _live(TTT, 2, 2, (3, 5))
+    out = search(variables, jax.random.PRNGKey(3), _batch(positions))
+    want = [minimax(TTT, p, 9, 8) for p in positions]
+    np.testing.assert_allclose(np.asarray(out.value)[:len(want)], want, atol=1e-6)
+    for p, action, value in zip(positions, np.asarray(out.action), want, strict=False):
+        assert move_value(TTT, p, int(action), 9, 8) == pytest.approx(value, abs=1e-6)
+    policy = np.asarray(out.policy)
+    np.testing.assert_array_equal(policy.argmax(-1), np.asarray(out.action))
+    np.testing.assert_allclose(policy.sum(-1), 1.0)
+
+
+def test_the_shipped_draughts_model_searched_by_alphabeta_finds_the_shots():
+    """The shipped model's value at the leaves of two whole moves (and the captures after
+    them): both hand-built shots give a man to take two, which the search sees to the end."""
+    agent = Agent.load("draughts").with_search(["search.algorithm=alphabeta",
+                                                "search.alphabeta_depth=2"])
+    starts = [DRAUGHTS.from_fen(fen) for fen, *_ in SHOTS.values()]
+    actions, policy, value = agent.search(jax.random.PRNGKey(1), _batch(starts))
+    for k, (name, (_, shot, *_)) in enumerate(SHOTS.items()):
+        assert DRAUGHTS.action_to_str(int(actions[k])) == shot, name
+        assert float(value[k]) > 0, name
+        assert float(policy[k, int(actions[k])]) == 1.0
+
+
+def test_alphabeta_is_refused_where_it_cannot_serve():
+    """Self-play needs a policy target, a clock or kept tree a search in steps, and options
+    alphabeta does not read are refused rather than ignored: one line each."""
+    config = ExperimentConfig(game="tic_tac_toe", search=SearchConfig(algorithm="alphabeta"))
+    with pytest.raises(ConfigError, match="search.algorithm: alphabeta is a play-time search"):
+        make_steps(TTT, config.network, config.search, config.selfplay, config.train,
+                   config.replay)
+    _, apply_fn = make_network(config.network, TTT.num_actions)
+    with pytest.raises(ConfigError, match="alphabeta searches to a fixed depth"):
+        make_search_engine(TTT, apply_fn, config.search)
+    with pytest.raises(ConfigError, match=r"alphabeta does not read search\.solver, "
+                                          r"search\.contempt: turn them off"):
+        ExperimentConfig(game="tic_tac_toe", search=SearchConfig(
+            algorithm="alphabeta", solver=True, contempt=0.1))
+    with pytest.raises(ConfigError, match=r"search.alphabeta_depth: must be in \[1, 16\]"):
+        ExperimentConfig(game="tic_tac_toe", search=SearchConfig(
+            algorithm="alphabeta", alphabeta_depth=0))
+
+
+def test_eval_plays_the_alphabeta_search_from_the_command_line():
+    out = RUNNER.invoke(app, ["eval", "draughts", "--against", "random", "--games", "2",
+                              "--set", "search.algorithm=alphabeta",
+                              "--set", "search.alphabeta_depth=1"])
+    assert out.exit_code == 0, out.output
+    assert "+2 =0 -0" in out.output, out.output

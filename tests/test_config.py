@@ -56,7 +56,7 @@ def test_override_sets_nested_keys_with_yaml_types(tmp_path):
     ({"search": {"num_simulation": 3}}, "unknown config key 'search.num_simulation'"),
     ({"search": {"num_simulations": "many"}}, "search.num_simulations: expected an integer"),
     ({"search": {"num_simulations": 2.5}}, "search.num_simulations: expected an integer"),
-    ({"search": {"algorithm": "alphabeta"}}, "search.algorithm: must be one of"),
+    ({"search": {"algorithm": "minimax"}}, "search.algorithm: must be one of"),
     ({"selfplay": {"symmetries": "yes"}}, "selfplay.symmetries: expected true or false"),
     ({"network": {"hidden": 5}}, "network.hidden: expected a list"),
     ({"game": "chess"}, "unknown game 'chess'"),

@@ -40,11 +40,12 @@ import jax
 import jax.numpy as jnp
 import mctx
 
-from azjax.config import NetworkConfig, SearchConfig, resolve_simulations
+from azjax.config import ConfigError, NetworkConfig, SearchConfig, resolve_simulations
 from azjax.core.endgames import endgame_adjudicator, table_root_actions
 from azjax.core.network import ApplyFn, make_network
 from azjax.core.policies import gumbel_muzero_search, muzero_search
 from azjax.core.quiescence import mover_reward, quiescent_value_fn
+from azjax.core.search_alphabeta import make_alphabeta_search
 from azjax.core.search_apply import (
     material_utility_apply,
     prior_tempered_apply,
@@ -268,7 +269,14 @@ def make_search_engine(env: Env, apply_fn: ApplyFn, config: SearchConfig) -> Sea
       values are draw-averse for the new root's player to move); elsewhere the search starts
       afresh. With `config.endgame_table`, `finish` plays the table's move at a root it
       solves (`azjax.core.endgames`).
+
+    Raises:
+      ConfigError: `config.algorithm` is `alphabeta`, which searches to a fixed depth.
     """
+    if config.algorithm == "alphabeta":
+        raise ConfigError("search.algorithm: alphabeta searches to a fixed depth, with no "
+                          "clock or kept tree: play it without movetime, --equal-time or "
+                          "tree_reuse, or search with gumbel or puct")
     tree_root, recurrent_fn, table_actions = _search_fns(env, apply_fn, config)
 
     def states_of(embedding: Any) -> Any:
@@ -323,8 +331,11 @@ def make_search(env: Env, apply_fn: ApplyFn, config: SearchConfig):
       deterministic (no Dirichlet noise for puct, `gumbel_scale=0` for gumbel) and `action` is
       the greedy move (`config.greedy_action`; the argmax of the final policy by default), as
       used for evaluation and play. With `config.solver` it runs `make_search_engine`'s
-      steps, the tree with room for its simulations.
+      steps, the tree with room for its simulations. With `config.algorithm` `alphabeta`,
+      `azjax.core.search_alphabeta`'s search, which reads no simulation count.
     """
+    if config.algorithm == "alphabeta":
+        return make_alphabeta_search(env, search_apply_fn(env, apply_fn, config), config)
     if config.solver:
         return _solver_search(make_search_engine(env, apply_fn, config), config)
     tree_root, recurrent_fn, table_actions = _search_fns(env, apply_fn, config)

@@ -25,7 +25,14 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
-from azjax.config import NetworkConfig, ReplayConfig, SearchConfig, SelfPlayConfig, TrainConfig
+from azjax.config import (
+    ConfigError,
+    NetworkConfig,
+    ReplayConfig,
+    SearchConfig,
+    SelfPlayConfig,
+    TrainConfig,
+)
 from azjax.core import replay as replay_lib
 from azjax.core.endgames import endgame_adjudicator
 from azjax.core.layout import Layout
@@ -170,7 +177,13 @@ def make_steps(env: Env, network: NetworkConfig, search: SearchConfig, selfplay:
 
     Returns:
       The `Steps`.
+
+    Raises:
+      ConfigError: `search.algorithm` is `alphabeta`, which gives no policy to learn from.
     """
+    if search.algorithm == "alphabeta":
+        raise ConfigError("search.algorithm: alphabeta is a play-time search (one move, no "
+                          "policy target); self-play needs gumbel or puct")
     layout = layout or Layout()
     _, apply_fn = make_network(network, env.num_actions)
     search_fn = make_network_search(env, network, search)

@@ -24,10 +24,10 @@ import numpy as np
 from jax.sharding import PartitionSpec
 from numpy.typing import ArrayLike
 
+from azjax.core.hashing import derive_key, hash_choice, hash_seeds
 from azjax.core.layout import AXIS, make_mesh
 from azjax.envs.core import Env, GameState
 from azjax.evaluation.baselines import Player
-from azjax.evaluation.hashing import derive_key, hash_choice, hash_seeds
 
 __all__ = ["PAIRED_OPENING_PLIES", "ArenaResult", "arena_devices", "arena_metrics",
            "arena_split_note", "arena_start", "default_max_steps", "elo_difference",

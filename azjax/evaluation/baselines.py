@@ -20,8 +20,8 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from azjax.core.hashing import hash32, hash_choice, hash_seeds
 from azjax.envs.core import Env, GameState, tree_select
-from azjax.evaluation.hashing import hash32, hash_choice, hash_seeds
 
 __all__ = ["Player", "greedy_player", "mcts_player", "random_legal_actions", "random_player",
            "uct_search"]

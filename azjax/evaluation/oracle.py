@@ -26,9 +26,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from azjax import envs
+from azjax.core.hashing import derive_key, hash_choice, hash_seeds
 from azjax.envs.core import Env, GameState, tree_select
 from azjax.evaluation.baselines import Player
-from azjax.evaluation.hashing import derive_key, hash_choice, hash_seeds
 
 __all__ = [
     "DEFAULT_ORACLE_ROOT",

@@ -57,7 +57,7 @@ class AnchorTable:
 
     def check(self, env: Any) -> None:
         """Raises ValueError unless the table is of `env`'s game, engine and evaluation."""
-        from azjax.evaluation.alphabeta import ENGINE_VERSION
+        from azjax.core.alphabeta import ENGINE_VERSION
 
         if self.game != env.name:
             raise ValueError(f"the anchor table is for {self.game!r}, not {env.name!r}")
@@ -140,7 +140,7 @@ def rate_anchors(game: str, baselines: Iterable[str], *, key: jax.Array,
     Returns:
       The `AnchorTable` (write it with ``json.dumps(table.to_dict())``).
     """
-    from azjax.evaluation.alphabeta import ENGINE_VERSION
+    from azjax.core.alphabeta import ENGINE_VERSION
 
     if games_per_pair < 2 or games_per_pair % 2:
         raise ValueError(f"games_per_pair must be even and >= 2, got {games_per_pair}")

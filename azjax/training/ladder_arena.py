@@ -22,10 +22,10 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from azjax.core.hashing import derive_key, hash_seeds
 from azjax.evaluation.arena import ArenaResult, run_arena
 from azjax.evaluation.baselines import Player
 from azjax.evaluation.engine_arena import HostPlayer, play_engine_arena
-from azjax.evaluation.hashing import derive_key, hash_seeds
 from azjax.evaluation.players import search_player
 
 __all__ = ["engine_match", "ladder_arena", "paired_arena"]

@@ -1,19 +1,26 @@
-"""Counter-based random numbers by hashing, for arenas, baselines and oracle players.
+"""Counter-based random numbers by hashing, for arenas, baselines, oracle players and the
+alpha-beta search.
 
 Each threefry call site (`jax.random`) adds XLA compile time, and threefry inside the search's
-loops runs slower than one integer hash: the players and arenas of `azjax.evaluation` draw
-their randomness from `hash32` of a seed and a counter instead.
+loops runs slower than one integer hash: the players and arenas of `azjax.evaluation` and
+`azjax.core.alphabeta` draw their randomness from `hash32` of a seed and a counter instead.
+`position_hash` keys the alpha-beta search's transposition table.
 Shape legend: A actions.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
-__all__ = ["derive_key", "hash32", "hash_choice", "hash_seeds"]
+__all__ = ["derive_key", "hash32", "hash_choice", "hash_seeds", "position_hash"]
+
+_DERIVED_FIELDS = ("legal_action_mask", "rewards", "step_count")  # not part of a position
 
 
 def hash32(seed: jax.Array, counter: jax.Array) -> jax.Array:
@@ -91,3 +98,29 @@ def hash_choice(seed: jax.Array, counter: jax.Array, mask: jax.Array) -> jax.Arr
     ids = counter.astype(jnp.uint32) * jnp.uint32(num) + jnp.arange(num, dtype=jnp.uint32)
     noise = (hash32(seed, ids) >> 1).astype(jnp.int32)  # in [0, 2**31)
     return jnp.argmax(jnp.where(mask, noise, -1)).astype(jnp.int32)
+
+
+def position_hash(state: Any) -> jax.Array:
+    """uint32 [2]: two independent 32-bit hashes of one position: every field of the state but
+    the ones derived from the others (the legal mask, the last step's rewards, the step count).
+    """
+    if dataclasses.is_dataclass(state):
+        fields = [getattr(state, f.name) for f in dataclasses.fields(state)
+                  if f.name not in _DERIVED_FIELDS]
+    else:
+        fields = jax.tree.leaves(state)
+    words = jnp.concatenate([_as_words(leaf) for leaf in jax.tree.leaves(fields)])
+    index = jnp.arange(words.shape[0], dtype=jnp.uint32)
+    hashes = []
+    for seed in (0x9E3779B9, 0x7F4A7C15):
+        mixed = hash32(hash32(jnp.uint32(seed), index), words)
+        hashes.append(jax.lax.reduce(mixed, np.uint32(0), jax.lax.bitwise_xor, (0,)))
+    return jnp.stack(hashes)
+
+
+def _as_words(leaf: jax.Array) -> jax.Array:
+    """uint32 [n]: a leaf's values as 32-bit words (floats by their bits)."""
+    flat = jnp.ravel(leaf)
+    if jnp.issubdtype(flat.dtype, jnp.floating):
+        return jax.lax.bitcast_convert_type(flat.astype(jnp.float32), jnp.uint32)
+    return flat.astype(jnp.uint32)
