@@ -123,8 +123,8 @@ class SearchConfig:
     (AlphaZero's PUCT, with Dirichlet noise at the root in self-play); for play only,
     `alphabeta`: every move searched to alphabeta_depth whole moves, the network's value at
     the leaves and its policy ordering the moves (`azjax.core.search_alphabeta`). Self-play
-    needs gumbel or puct; alphabeta has no clock, kept trees, solver, endgame table,
-    quiescence of its own or contempt."""
+    needs gumbel or puct; alphabeta has no clock, kept trees, solver, network quiescence
+    (it searches captures through itself) or contempt; it reads endgame_table."""
     alphabeta_depth: int = 6
     """alphabeta: whole moves searched before the network values a position (a multi-jump
     is one move), then on through pending captures. Valid: in [1, 16]."""
@@ -991,8 +991,8 @@ def _validate_search(search: SearchConfig, net: NetworkConfig) -> None:
     _require(search.pb_c_init > 0 and search.pb_c_base > 0, "search.pb_c_init",
              "pb_c_init and pb_c_base must be > 0")
     _require(1 <= search.alphabeta_depth <= 16, "search.alphabeta_depth", "must be in [1, 16]")
-    unread = [name for name in ("solver", "tree_reuse", "endgame_table", "quiescence",
-                                "contempt") if getattr(search, name)]
+    unread = [name for name in ("solver", "tree_reuse", "quiescence", "contempt")
+              if getattr(search, name)]
     _require(search.algorithm != "alphabeta" or not unread, "search.algorithm",
              f"alphabeta does not read search.{', search.'.join(unread)}: turn "
              f"{'it' if len(unread) == 1 else 'them'} off or search with gumbel or puct")

@@ -300,6 +300,20 @@ def test_the_search_engine_plays_the_tables_move_too(table, table_search):
     assert env.action_to_str(action) == "9-14"
 
 
+def test_alphabeta_over_the_network_ends_its_lines_in_the_table_too(table_search):
+    """`search.algorithm: alphabeta` with the table: every line of the lone-king ending ends
+    in the table as a win (the table's value, whatever the network says), and the root plays the
+    table's quickest win, 9-14, not the network's favourite 9-5."""
+    env, _ = table_search
+    config = SearchConfig(algorithm="alphabeta", alphabeta_depth=2, endgame_table=PIECES)
+    search = jax.jit(make_search(env, _stubborn_network, config))
+    state = jax.tree.map(lambda x: x[None], env.from_fen("B:WK28:BK9,K31"))
+    out = search(None, jax.random.PRNGKey(0), state)
+    assert env.action_to_str(int(out.action[0])) == "9-14"
+    # The table's value of the position after 9-14: White to move, lost in 18 moves.
+    assert float(out.value[0]) == pytest.approx(1 - 18 * draughts_endings.MOVE_DISCOUNT)
+
+
 @pytest.mark.parametrize("with_table", [True, False], ids=["table", "no-table"])
 def test_self_play_games_end_where_the_table_knows_them(table, table_search, with_table):
     """Self-play from won and lost positions of the table: with the search's table each game

@@ -7,7 +7,9 @@ many simulations they run. Alpha-beta (`azjax.core.alphabeta`) looks at every mo
 `search.alphabeta_depth` whole moves, on through pending captures (quiescence), and scores
 the positions there with the network's value; the policy only orders the moves, which makes
 the pruning cut deeper, never what is found. Finished games score their result, so a win or
-loss inside the horizon is seen exactly.
+loss inside the horizon is seen exactly; with `search.endgame_table`, so do the positions the
+game's endgame table knows, and a root it solves plays its quickest win or longest resistance
+(`azjax.core.endgames`), as engines use their databases.
 
 It is a play-time search: it returns one move, not a policy to learn from (self-play needs
 gumbel or puct, `azjax.core.steps`), at a fixed depth (no clock, kept trees or solver:
@@ -24,16 +26,19 @@ import jax.numpy as jnp
 
 from azjax.config import SearchConfig
 from azjax.core.alphabeta import AlphaBetaConfig, alphabeta_search
+from azjax.core.endgames import endgame_adjudicator, table_root_actions
 from azjax.core.network import ApplyFn
 from azjax.core.search_apply import material_utility_apply
 from azjax.core.search_engine import SearchOutput, check_output
-from azjax.envs.core import Env
+from azjax.envs.core import Env, GameState
+from azjax.envs.wrapper import EnvWrapper
 
-__all__ = ["LEAF_BOUND", "make_alphabeta_search"]
+__all__ = ["LEAF_SCALE", "make_alphabeta_search"]
 
-LEAF_BOUND = 0.999
-"""The network's values are clipped to +-LEAF_BOUND at the leaves, so that a game won or lost
-inside the horizon (+-1) always outranks a position the network merely rates won or lost."""
+LEAF_SCALE = 0.5
+"""The leaves score LEAF_SCALE x the network's value (clipped to [-1, 1]), so that a game won
+or lost inside the horizon (+-1, or an endgame table's win in d moves, 1 - d/1000) always
+outranks a position the network merely rates won or lost; scaling keeps the network's order."""
 
 
 def make_alphabeta_search(env: Env, apply_fn: ApplyFn, config: SearchConfig):
@@ -45,35 +50,55 @@ def make_alphabeta_search(env: Env, apply_fn: ApplyFn, config: SearchConfig):
       apply_fn: `(variables, obs [B, ...]) -> (logits [B, A], value [B])`, already wrapped by
         `search_apply_fn`; with `config.material_utility` the leaves score the value plus that
         weight times the material head's prediction.
-      config: `alphabeta_depth` and `material_utility` are read.
+      config: `alphabeta_depth`, `material_utility` and `endgame_table` are read.
 
     Returns:
       `search(variables, key, states, *, num_simulations=None, noise=True) -> SearchOutput`:
       `action` int32 [B] the best move (equal moves chosen by `key`), `policy` its one-hot
-      [B, A], `value` [B] its alpha-beta value for the player to move, `prior_value` [B] the
-      network's value of the root, `visit_counts` [B, A] the positions searched, all on the
-      chosen move. `num_simulations` and `noise` are not read: the depth fixes the work.
+      [B, A], `value` [B] its alpha-beta value for the player to move (a result, or
+      LEAF_SCALE x a network value), `prior_value` [B] the network's value of the root,
+      `visit_counts` [B, A] the positions searched, all on the chosen move. `num_simulations`
+      and `noise` are not read: the depth fixes the work.
     """
     if config.material_utility:
         apply_fn = material_utility_apply(apply_fn, config.material_utility)
     searcher = AlphaBetaConfig(depth=config.alphabeta_depth)
+    adjudicate = endgame_adjudicator(env, config)
+    table_actions = None if adjudicate is None else table_root_actions(env, adjudicate)
+    walked = env if adjudicate is None else _TableEnded(env, adjudicate)
 
     def evaluate(variables: Any, states: Any) -> tuple[jax.Array, jax.Array]:
         logits, value = apply_fn(variables, jax.vmap(env.observe)(states))
-        return jnp.clip(value, -LEAF_BOUND, LEAF_BOUND), logits
+        return LEAF_SCALE * jnp.clip(value, -1.0, 1.0), logits
 
     def search(variables: Any, key: chex.PRNGKey, states: Any, *,
                num_simulations: int | None = None, noise: bool = True) -> SearchOutput:
         del num_simulations, noise
-        result = alphabeta_search(env, key, states, searcher,
+        result = alphabeta_search(walked, key, states, searcher,
                                   leaf=lambda children: evaluate(variables, children))
-        chosen = jax.nn.one_hot(result.action, env.num_actions, dtype=jnp.float32)
+        action = result.action
+        if table_actions is not None:
+            known, best = table_actions(states)
+            action = jnp.where(known, best, action)
+        chosen = jax.nn.one_hot(action, env.num_actions, dtype=jnp.float32)
         return check_output(SearchOutput(
-            action=result.action,
+            action=action,
             policy=chosen,
             value=result.value,
-            prior_value=evaluate(variables, states)[0],
+            prior_value=evaluate(variables, states)[0] / LEAF_SCALE,
             visit_counts=(chosen * result.nodes[:, None]).astype(jnp.int32),
         ), env.num_actions)
 
     return search
+
+
+class _TableEnded(EnvWrapper):
+    """`env` whose steps end where its endgame table knows the result (`adjudicate`)."""
+
+    def __init__(self, env: Env, adjudicate) -> None:
+        super().__init__(env)
+        self.adjudicate = adjudicate
+
+    def step(self, state: GameState, action: jax.Array) -> GameState:
+        """The base game's step, finished with the table's result where it knows one."""
+        return self.adjudicate(self.base.step(state, action))
