@@ -1,4 +1,6 @@
-"""Speed of the alpha-beta baseline (`alphabeta:D`): seconds per move and nodes per second.
+"""Speed of alpha-beta: the baseline `alphabeta:D` over the game's evaluation, or with `--model`
+the model's network at the leaves (`search.algorithm: alphabeta`): seconds per move and nodes
+per second.
 
 Positions: draughts middle games, reached by 14-24 plies of `alphabeta:1` against itself after
 6 random opening plies (live, with at least 6 pieces a side). Per depth, one game at a time
@@ -8,6 +10,7 @@ configuration is compiled and warmed up first.
 
     python benchmarks/bench_alphabeta.py                      # draughts, depths 2 4 6 8
     python benchmarks/bench_alphabeta.py --game connect_four --depths 4 6 8 --batch 64
+    python benchmarks/bench_alphabeta.py --model draughts --depths 2 4 6  # the shipped network
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from azjax import envs
+from azjax.agent import Agent
 from azjax.core.alphabeta import AlphaBetaConfig, alphabeta_search
 from azjax.evaluation.alphabeta import alphabeta_player
 from azjax.evaluation.baselines import random_player
@@ -54,11 +58,22 @@ def middle_games(env, num: int, seed: int) -> list:
     return [jax.tree.map(lambda x, i=i: x[i], states) for i in chosen]
 
 
-def time_search(env, depth: int, positions: list, batch: int, rounds: int):
+def searcher(env, depth: int, agent: Agent | None):
+    """jit `(key, states [B]) -> nodes int32 [B]`, the positions each game's search stepped
+    into: the baseline's search, or the agent's network searched by alpha-beta to `depth`."""
+    if agent is None:
+        config = AlphaBetaConfig(depth=depth)
+        return jax.jit(lambda key, states: alphabeta_search(env, key, states, config).nodes)
+    deep = agent.with_search(["search.algorithm=alphabeta", f"search.alphabeta_depth={depth}"])
+    variables = {"params": deep.params}
+    return jax.jit(lambda key, states: deep.search_fn(variables, key, states).visit_counts.sum(-1))
+
+
+def time_search(env, depth: int, positions: list, batch: int, rounds: int,
+                agent: Agent | None = None):
     """(seconds of each call, mean nodes per game, compile s): `rounds` calls on batches of
     `batch` positions, round r starting at position r."""
-    config = AlphaBetaConfig(depth=depth)
-    search = jax.jit(lambda key, states: alphabeta_search(env, key, states, config))
+    search = searcher(env, depth, agent)
     stacked = jax.tree.map(lambda *xs: np.stack(xs), *positions)
 
     def batch_at(r):
@@ -74,7 +89,7 @@ def time_search(env, depth: int, positions: list, batch: int, rounds: int):
         tic = time.perf_counter()
         found = jax.block_until_ready(search(jax.random.PRNGKey(r + 1), states))
         times.append(time.perf_counter() - tic)
-        nodes.append(float(np.mean(np.asarray(found.nodes))))
+        nodes.append(float(np.mean(np.asarray(found))))
     return times, statistics.mean(nodes), compile_s
 
 
@@ -85,17 +100,22 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=32, help="games in lockstep")
     parser.add_argument("--positions", type=int, default=100,
                         help="middle-game positions, each timed once as a single game")
+    parser.add_argument("--model", default=None,
+                        help="a model (game id, run dir or model dir): time its network searched "
+                             "by alpha-beta instead of the baseline")
     args = parser.parse_args()
-    env = envs.make(args.game)
+    agent = None if args.model is None else Agent.load(args.model)
+    env = envs.make(args.game) if agent is None else agent.env
     positions = middle_games(env, args.positions, seed=0)
     print(machine_description())
-    print(f"{args.game}: {len(positions)} middle-game positions")
+    searched = "alphabeta:D" if agent is None else f"{args.model}'s network by alpha-beta"
+    print(f"{env.name}: {len(positions)} middle-game positions, {searched}")
     print(f"{'depth':>5} {'s/move median':>14} {'s/move p90':>11} {'nodes/move':>11} "
           f"{'nodes/s':>10} {'s/move (' + str(args.batch) + ' games)':>20} {'moves/s':>8} "
           f"{'compile s':>10}")
     for depth in args.depths:
-        singles, nodes, compile_s = time_search(env, depth, positions, 1, len(positions))
-        batched = statistics.median(time_search(env, depth, positions, args.batch, 3)[0])
+        singles, nodes, compile_s = time_search(env, depth, positions, 1, len(positions), agent)
+        batched = statistics.median(time_search(env, depth, positions, args.batch, 3, agent)[0])
         median, p90 = np.percentile(singles, [50, 90])
         print(f"{depth:>5} {median:>14.3f} {p90:>11.3f} {nodes:>11.0f} "
               f"{nodes / statistics.mean(singles):>10.0f} {batched:>20.3f} "

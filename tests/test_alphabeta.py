@@ -407,4 +407,5 @@ def test_eval_plays_the_alphabeta_search_from_the_command_line():
                               "--set", "search.algorithm=alphabeta",
                               "--set", "search.alphabeta_depth=1"])
     assert out.exit_code == 0, out.output
+    assert "evaluated with alpha-beta at depth 1 (whole moves)" in out.output
     assert "+2 =0 -0" in out.output, out.output

@@ -98,7 +98,10 @@ def measure_agent(agent: Agent, *, against: list[str], oracle: str | None, games
         opponent_movetime = movetime
     clock = f", {movetime} s per move" if movetime is not None else ""
     clock = ", at equal time with each opponent" if equal_time else clock
-    emit(f"{agent!r}, evaluated with {sims} simulations{clock}")
+    search = agent.config.search
+    effort = (f"alpha-beta at depth {search.alphabeta_depth} (whole moves)"
+              if search.algorithm == "alphabeta" else f"{sims} simulations")
+    emit(f"{agent!r}, evaluated with {effort}{clock}")
     metrics: dict[str, Any] = {"eval/num_simulations": sims}
     if movetime is not None:
         metrics["eval/movetime"] = movetime
