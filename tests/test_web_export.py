@@ -197,15 +197,17 @@ def test_a_game_without_board_codes_is_refused_in_one_line(tmp_path):
     assert not (tmp_path / "page").exists()
 
 
-@pytest.mark.parametrize("key,value", [("endgame_table", "2"), ("quiescence", "1")])
-def test_an_endgame_table_or_quiescence_is_refused_in_one_line(tmp_path, key, value):
-    """The page has no endgame table and no quiescence: a model searching with one is named
-    with the way out."""
+@pytest.mark.parametrize("key,value,off", [("endgame_table", "2", "0"), ("quiescence", "1", "0"),
+                                           ("algorithm", "alphabeta", "gumbel")])
+def test_an_endgame_table_quiescence_or_alphabeta_is_refused_in_one_line(tmp_path, key, value,
+                                                                        off):
+    """The page has no endgame table, no quiescence and no alpha-beta: a model searching with
+    one is named with the way out."""
     from azjax.apps.turns import untrained_agent
 
     agent = untrained_agent(envs.make("draughts")).with_search([f"search.{key}={value}"])
     with pytest.raises(WebExportError, match=f"search.{key} is not played in the "
-                                             f"browser: export with --set search.{key}=0"):
+                                             f"browser: export with --set search.{key}={off}"):
         export_web(agent, tmp_path / "page")
     assert not (tmp_path / "page").exists()
 

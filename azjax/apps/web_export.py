@@ -152,7 +152,8 @@ def _check_supported(agent: Agent) -> None:
         ("search.solver", search.solver, "false"),
         ("search.tree_reuse", search.tree_reuse, "false"),
         ("search.endgame_table", search.endgame_table, "0"),
-        ("search.quiescence", search.quiescence, "0")) if value]
+        ("search.quiescence", search.quiescence, "0"),
+        ("search.algorithm", search.algorithm == "alphabeta", "gumbel")) if value]
     if unsupported:
         name, off = unsupported[0]
         raise WebExportError(f"{name} is not played in the browser: export with --set "
