@@ -216,6 +216,14 @@ def _apply(c: dict) -> dict:
     return out
 
 
+def _preference_ties(preference: jax.Array) -> jax.Array:
+    """int32 [B, A] in [0, 2**20): the preference [B, A] mapped monotonically onto the
+    tie-break range (a sort's ranks would cost two sorts per step; equal keys are harmless,
+    as any order keeps the values)."""
+    squashed = 0.5 + 0.5 * jnp.tanh(preference.astype(jnp.float32) / 8.0)
+    return jnp.clip(squashed * (1 << _TIE_BITS), 0, (1 << _TIE_BITS) - 1).astype(jnp.int32)
+
+
 def _child(env: Env, config: AlphaBetaConfig, layout: _Layout, leaf: LeafFn | None,
            plain_ties: jax.Array, c: dict) -> dict:
     """The next child of every game's top node, stepped into and scored at once if it is a
@@ -236,8 +244,7 @@ def _child(env: Env, config: AlphaBetaConfig, layout: _Layout, leaf: LeafFn | No
         heuristic, ties = jax.vmap(env.heuristic_value)(child), plain_ties
     else:
         heuristic, preference = leaf(child)
-        ties = plain_ties if preference is None else jnp.argsort(
-            jnp.argsort(preference, axis=-1), axis=-1).astype(jnp.int32)
+        ties = plain_ties if preference is None else _preference_ties(preference)
     static = jnp.where(terminal, child.rewards[rows, child.current_player], heuristic)
     at_leaf = (terminal | ((depth <= 0) & ~jax.vmap(env.forcing)(child))
                | (depth <= -config.quiescence) | (top + 1 >= layout.levels))
