@@ -72,7 +72,7 @@ def test_with_search_changes_only_how_the_agent_searches(agent):
     with pytest.raises(ValueError, match="not its network or game"):
         agent.with_search(["network.channels=7"])
     with pytest.raises(ValueError, match="search.algorithm"):
-        agent.with_search(["search.algorithm=alphabeta"])
+        agent.with_search(["search.algorithm=minimax"])
 
 
 def test_a_bfloat16_search_plays_the_same_weights(agent):

@@ -98,10 +98,7 @@ def measure_agent(agent: Agent, *, against: list[str], oracle: str | None, games
         opponent_movetime = movetime
     clock = f", {movetime} s per move" if movetime is not None else ""
     clock = ", at equal time with each opponent" if equal_time else clock
-    search = agent.config.search
-    effort = (f"alpha-beta at depth {search.alphabeta_depth} (whole moves)"
-              if search.algorithm == "alphabeta" else f"{sims} simulations")
-    emit(f"{agent!r}, evaluated with {effort}{clock}")
+    emit(f"{agent!r}, evaluated with {_effort(agent, sims)}{clock}")
     metrics: dict[str, Any] = {"eval/num_simulations": sims}
     if movetime is not None:
         metrics["eval/movetime"] = movetime
@@ -119,6 +116,14 @@ def measure_agent(agent: Agent, *, against: list[str], oracle: str | None, games
                  movetime=movetime, opponent_movetime=opponent_movetime,
                  equal_time=equal_time)
     return metrics, lines
+
+
+def _effort(agent: Agent, sims: int) -> str:
+    """How hard the agent searches, for the first line: simulations, or alpha-beta's depth."""
+    search = agent.config.search
+    if search.algorithm == "alphabeta":
+        return f"alpha-beta at depth {search.alphabeta_depth} (whole moves)"
+    return f"{sims} simulations"
 
 
 def _check_arenas(agent: Agent, opponents: list[str], opponent_simulations: int | None,
