@@ -1,6 +1,6 @@
 """Alpha-beta: a classical searcher, over a game's hand-made evaluation the fixed opponent that
 ratings are anchored to (`alphabeta:D`, `azjax.evaluation.alphabeta`), over a network's value
-a play-time search of its own (`search.algorithm: alphabeta`, `azjax.core.search`).
+a play-time search of its own (`search.algorithm: alphabeta`, `azjax.core.search_alphabeta`).
 
 The search is negamax with alpha-beta pruning and iterative deepening to D *whole moves*: a
 move that leaves the same player to move (a draughts multi-jump, played hop by hop as the env's
@@ -228,7 +228,7 @@ def _child(env: Env, config: AlphaBetaConfig, layout: _Layout, leaf: LeafFn | No
            plain_ties: jax.Array, c: dict) -> dict:
     """The next child of every game's top node, stepped into and scored at once if it is a
     leaf or the table settles it (see the module docstring), with its children's tie-breaks
-    (int32 [B, A]: `plain_ties`, or the ranks of the leaf function's preference)."""
+    (int32 [B, A]: `plain_ties`, or the leaf function's preference, `_preference_ties`)."""
     rows, top = layout.rows, jnp.maximum(c["top"], 0)
     keys_t = c["keys"][rows, top]  # [B, A]
     action = jnp.argmax(keys_t, -1).astype(jnp.int32)

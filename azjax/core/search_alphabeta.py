@@ -67,15 +67,18 @@ def make_alphabeta_search(env: Env, apply_fn: ApplyFn, config: SearchConfig):
     table_actions = None if adjudicate is None else table_root_actions(env, adjudicate)
     walked = env if adjudicate is None else _TableEnded(env, adjudicate)
 
-    def evaluate(variables: Any, states: Any) -> tuple[jax.Array, jax.Array]:
-        logits, value = apply_fn(variables, jax.vmap(env.observe)(states))
+    def network(variables: Any, states: Any) -> tuple[jax.Array, jax.Array]:
+        return apply_fn(variables, jax.vmap(env.observe)(states))
+
+    def leaf(variables: Any, states: Any) -> tuple[jax.Array, jax.Array]:
+        logits, value = network(variables, states)
         return LEAF_SCALE * jnp.clip(value, -1.0, 1.0), logits
 
     def search(variables: Any, key: chex.PRNGKey, states: Any, *,
                num_simulations: int | None = None, noise: bool = True) -> SearchOutput:
         del num_simulations, noise
         result = alphabeta_search(walked, key, states, searcher,
-                                  leaf=lambda children: evaluate(variables, children))
+                                  leaf=lambda children: leaf(variables, children))
         action = result.action
         if table_actions is not None:
             known, best = table_actions(states)
@@ -85,7 +88,7 @@ def make_alphabeta_search(env: Env, apply_fn: ApplyFn, config: SearchConfig):
             action=action,
             policy=chosen,
             value=result.value,
-            prior_value=evaluate(variables, states)[0] / LEAF_SCALE,
+            prior_value=network(variables, states)[1],
             visit_counts=(chosen * result.nodes[:, None]).astype(jnp.int32),
         ), env.num_actions)
 
