@@ -340,17 +340,26 @@ class Agent:
 
     @functools.cached_property
     def search_engine(self) -> Any:
-        """The step-by-step search behind `player` (`azjax.core.search.make_search_engine`)."""
+        """The step-by-step search behind `player`: `azjax.core.search.make_search_engine`'s,
+        or for `search.algorithm: alphabeta` `azjax.core.search_alphabeta`'s engine."""
         from azjax.core.search import make_search_engine
+        from azjax.core.search_alphabeta import make_alphabeta_engine
+        from azjax.core.search_apply import search_apply_fn
 
         _, apply_fn = make_network(self.config.network, self.env.num_actions,
                                    matmul_dtype=self.config.search.matmul_dtype)
+        if self.config.search.algorithm == "alphabeta":
+            return make_alphabeta_engine(
+                self.env, search_apply_fn(self.env, apply_fn, self.config.search),
+                self.config.search)
         return make_search_engine(self.env, apply_fn, self.config.search)
 
     def player(self, *, num_simulations: int | None = None, movetime: float | None = None,
                keep_tree: bool | None = None, noise: bool = False) -> Any:
         """An engine over a batch of games: a clock per move, the tree kept between moves,
-        proven results (with `search.solver`): `azjax.engine_player.EnginePlayer`.
+        proven results (with `search.solver`): `azjax.engine_player.EnginePlayer`; for
+        `search.algorithm: alphabeta`, `azjax.alphabeta_player.AlphaBetaPlayer` (a clock,
+        no kept tree; `num_simulations` and `noise` are not read).
 
             player = agent.player(movetime=0.5, keep_tree=True)
             move = player.move(key, states)      # move.action [B], move.simulations [B]
@@ -364,11 +373,19 @@ class Agent:
           noise: root noise and sampled moves, as in self-play.
 
         Raises:
-          ValueError: a count below 1 or a time that is not a positive number.
+          ValueError: a count below 1, a time that is not a positive number, or a kept tree
+            asked of alpha-beta.
         """
+        from azjax.alphabeta_player import AlphaBetaPlayer
         from azjax.engine_player import EnginePlayer
 
         keep = self.config.search.tree_reuse if keep_tree is None else keep_tree
+        if self.config.search.algorithm == "alphabeta":
+            if keep:
+                raise ValueError("search.algorithm: alphabeta keeps no tree between moves: "
+                                 "play it with keep_tree=False")
+            return AlphaBetaPlayer(self.search_engine, {"params": self.params},
+                                   movetime=movetime)
         return EnginePlayer(self.search_engine, {"params": self.params},
                             num_simulations=self.search_simulations(num_simulations),
                             movetime=movetime, keep_tree=keep, noise=noise)

@@ -123,11 +123,17 @@ class SearchConfig:
     (AlphaZero's PUCT, with Dirichlet noise at the root in self-play); for play only,
     `alphabeta`: every move searched to alphabeta_depth whole moves, the network's value at
     the leaves and its policy ordering the moves (`azjax.core.search_alphabeta`). Self-play
-    needs gumbel or puct; alphabeta has no clock, kept trees, solver, network quiescence
-    (it searches captures through itself) or contempt; it reads endgame_table."""
+    needs gumbel or puct; alphabeta has no kept trees, solver, network quiescence (it
+    searches captures through itself) or contempt; it reads endgame_table and plays on a
+    clock (movetime, --equal-time)."""
     alphabeta_depth: int = 6
     """alphabeta: whole moves searched before the network values a position (a multi-jump
     is one move), then on through pending captures. Valid: in [1, 16]."""
+    alphabeta_nodes: int = 0
+    """alphabeta: the positions each game's search may step into per move, all depths
+    together; a deepening step cut short plays the deepest finished step's move, so a move's
+    time is bounded however long a line's captures run. 0: no bound (the depth alone). On a
+    clock, the time decides and this bounds it too. Valid: >= 0."""
     num_simulations: int = 16
     """Simulations per move in self-play, and at evaluation and play unless
     eval.num_simulations names another count. Valid: in [1, 100000]; the bound is
@@ -991,6 +997,7 @@ def _validate_search(search: SearchConfig, net: NetworkConfig) -> None:
     _require(search.pb_c_init > 0 and search.pb_c_base > 0, "search.pb_c_init",
              "pb_c_init and pb_c_base must be > 0")
     _require(1 <= search.alphabeta_depth <= 16, "search.alphabeta_depth", "must be in [1, 16]")
+    _require(search.alphabeta_nodes >= 0, "search.alphabeta_nodes", "must be >= 0")
     unread = [name for name in ("solver", "tree_reuse", "quiescence", "contempt")
               if getattr(search, name)]
     _require(search.algorithm != "alphabeta" or not unread, "search.algorithm",

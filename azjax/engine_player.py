@@ -17,6 +17,7 @@ Shape legend: B games, A actions, N tree nodes.
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 import functools
 import math
@@ -30,7 +31,7 @@ import numpy as np
 
 from azjax.core import solver
 
-__all__ = ["EnginePlayer", "Move", "now", "timed_capacity"]
+__all__ = ["EnginePlayer", "Move", "SearchPlayer", "check_movetime", "now", "timed_capacity"]
 
 # A timed search's tree holds at most this many nodes per game, and the trees of a batch at
 # most `_TREE_BYTES` together; `timed_capacity` takes the smaller.
@@ -66,6 +67,8 @@ class Move:
       seconds: the wall seconds the search took (compiling excluded).
       proven: int [B], the root's proven result for the player to move (the engine's
         encoding, `azjax.core.search`), or None without the solver.
+      depth: int [B], an alpha-beta search's deepest finished step, in whole moves (its
+        `simulations` are the positions it searched); None for a tree search.
     """
 
     action: np.ndarray
@@ -73,6 +76,38 @@ class Move:
     simulations: np.ndarray
     seconds: float
     proven: np.ndarray | None = None
+    depth: np.ndarray | None = None
+
+
+class SearchPlayer(abc.ABC):
+    """A search over a batch of games that the host drives move by move, on a clock or not:
+    the tree searches' `EnginePlayer`, alpha-beta's `azjax.alphabeta_player.AlphaBetaPlayer`.
+
+    Attributes:
+      movetime: seconds per move for the whole batch, or None for a fixed effort; an arena
+        at equal time sets it before each move.
+    """
+
+    movetime: float | None
+
+    @abc.abstractmethod
+    def move(self, key: jax.Array, states: Any) -> Move:
+        """Searches every game of `states` [B] and returns the moves (see `Move`)."""
+
+    @abc.abstractmethod
+    def played(self, actions: Any) -> None:
+        """The moves `actions` [B] were played in every game: what the player keeps between
+        moves (a tree) moves on."""
+
+    @abc.abstractmethod
+    def reset(self) -> None:
+        """A new game begins: forget what was kept."""
+
+
+def check_movetime(movetime: float | None) -> None:
+    """Raises ValueError unless `movetime` is None or a positive, finite number of seconds."""
+    if movetime is not None and not (math.isfinite(movetime) and movetime > 0):
+        raise ValueError(f"movetime must be a positive number of seconds, got {movetime}")
 
 
 # Ahead-of-time compiled programs, shared by the players of an engine:
@@ -110,7 +145,7 @@ def _compiled_pieces(engine: Any) -> tuple[Callable, ...]:
     return start, simulate, finish, advance
 
 
-class EnginePlayer:
+class EnginePlayer(SearchPlayer):
     """A greedy (or noisy) search over a batch of games, with the engine's options.
 
     Args:
@@ -136,8 +171,7 @@ class EnginePlayer:
                  clock: Callable[[], float] | None = None):
         if num_simulations < 1:
             raise ValueError(f"num_simulations must be >= 1, got {num_simulations}")
-        if movetime is not None and not (math.isfinite(movetime) and movetime > 0):
-            raise ValueError(f"movetime must be a positive number of seconds, got {movetime}")
+        check_movetime(movetime)
         self.engine, self.variables = engine, variables
         self.num_simulations, self.movetime = int(num_simulations), movetime
         self.keep_tree, self.noise = keep_tree, noise

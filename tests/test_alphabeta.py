@@ -20,7 +20,13 @@ from azjax import envs
 from azjax.agent import Agent
 from azjax.apps.cli import app
 from azjax.config import ConfigError, ExperimentConfig, NetworkConfig, SearchConfig
-from azjax.core.alphabeta import AlphaBetaConfig, alphabeta_search
+from azjax.core.alphabeta import (
+    AlphaBetaConfig,
+    alphabeta_result,
+    alphabeta_run,
+    alphabeta_search,
+    alphabeta_start,
+)
 from azjax.core.hashing import position_hash
 from azjax.core.network import make_network
 from azjax.core.search import make_search, make_search_engine
@@ -134,6 +140,42 @@ def test_values_equal_plain_minimax(env, plies, depths):
         for p, action, value in zip(positions, np.asarray(found.action), want, strict=False):
             assert move_value(env, p, int(action), depth, config.quiescence) == pytest.approx(
                 value, abs=1e-6)
+
+
+def test_a_node_budget_plays_the_deepest_step_finished_within_it():
+    """Iterative deepening under a budget of positions: each game plays the move (and value)
+    of the deepest step it finished with fewer positions, all steps together, than the
+    budget, which is the search to that depth alone; it never steps into more."""
+    positions = _live(DRAUGHTS, 5, 2, (12, 30))
+    config, key = AlphaBetaConfig(depth=4, quiescence=3), jax.random.PRNGKey(7)
+    search = _search(DRAUGHTS, config)
+    full = [search(key, _batch(positions), depth=d) for d in (1, 2, 3, 4)]
+    nodes = np.stack([np.asarray(f.nodes) for f in full])  # [depth, B], cumulative
+    budget = int(np.median(nodes[2]))  # some games finish depth 3 within it, some do not
+    cut = search(key, _batch(positions), budget=budget)
+    reached = np.asarray(cut.depth)
+    np.testing.assert_array_equal(reached, (nodes < budget).sum(axis=0))
+    assert len(set(reached.tolist())) > 1
+    assert np.all(np.asarray(cut.nodes) <= budget)
+    np.testing.assert_array_equal(np.asarray(cut.complete), reached == config.depth)
+    for g, d in enumerate(reached):
+        assert int(cut.action[g]) == int(full[d - 1].action[g])
+        assert float(cut.value[g]) == float(full[d - 1].value[g])
+
+
+def test_a_search_run_in_chunks_is_the_search_run_at_once_whatever_its_batch():
+    """`alphabeta_run` to 40 positions then to 90 is the run to 90, and a game's search is
+    the same beside other games: what a clock's chunks need."""
+    config, key = AlphaBetaConfig(depth=5, quiescence=2), jax.random.PRNGKey(2)
+    start = jax.jit(functools.partial(alphabeta_start, C4, config=config))
+    run = jax.jit(functools.partial(alphabeta_run, C4, config))
+    positions = _live(C4, 1, 4, (6,))
+    whole = alphabeta_result(run(start(key, _batch(positions)), nodes=90))
+    chunked = alphabeta_result(run(run(start(key, _batch(positions)), nodes=40), nodes=90))
+    jax.tree.map(np.testing.assert_array_equal, chunked, whole)
+    # The same games in reverse order: each game's search is its own.
+    backwards = alphabeta_result(run(start(key, _batch(positions[::-1])), nodes=90))
+    jax.tree.map(lambda x, y: np.testing.assert_array_equal(x[::-1], y), backwards, whole)
 
 
 def test_values_agree_with_openspiel_alpha_beta_on_checkers():
@@ -391,7 +433,7 @@ def test_alphabeta_is_refused_where_it_cannot_serve():
         make_steps(TTT, config.network, config.search, config.selfplay, config.train,
                    config.replay)
     _, apply_fn = make_network(config.network, TTT.num_actions)
-    with pytest.raises(ConfigError, match="alphabeta searches to a fixed depth"):
+    with pytest.raises(ConfigError, match="alphabeta has no tree to keep or prove"):
         make_search_engine(TTT, apply_fn, config.search)
     with pytest.raises(ConfigError, match=r"alphabeta does not read search\.solver, "
                                           r"search\.contempt: turn them off"):
@@ -400,6 +442,9 @@ def test_alphabeta_is_refused_where_it_cannot_serve():
     with pytest.raises(ConfigError, match=r"search.alphabeta_depth: must be in \[1, 16\]"):
         ExperimentConfig(game="tic_tac_toe", search=SearchConfig(
             algorithm="alphabeta", alphabeta_depth=0))
+    with pytest.raises(ConfigError, match=r"search.alphabeta_nodes: must be >= 0"):
+        ExperimentConfig(game="tic_tac_toe", search=SearchConfig(
+            algorithm="alphabeta", alphabeta_nodes=-1))
 
 
 def test_eval_plays_the_alphabeta_search_from_the_command_line():
@@ -407,5 +452,5 @@ def test_eval_plays_the_alphabeta_search_from_the_command_line():
                               "--set", "search.algorithm=alphabeta",
                               "--set", "search.alphabeta_depth=1"])
     assert out.exit_code == 0, out.output
-    assert "evaluated with alpha-beta at depth 1 (whole moves)" in out.output
+    assert "evaluated with alpha-beta to depth 1 (whole moves)" in out.output
     assert "+2 =0 -0" in out.output, out.output

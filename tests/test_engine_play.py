@@ -19,6 +19,7 @@ from conftest import REPO_ROOT, FakeClock
 from typer.testing import CliRunner
 
 from azjax.agent import Agent
+from azjax.alphabeta_player import AlphaBetaPlayer
 from azjax.apps.cli import app
 from azjax.apps.serve import GameService
 from azjax.engine_player import EnginePlayer
@@ -133,6 +134,42 @@ def test_eval_with_a_movetime_reports_each_sides_pace():
     assert lines[0].endswith(" simulations, 0.01 s per move"), lines[0]
     (pace,) = [line for line in lines if line.startswith("    agent ")]
     assert " simulations per move; greedy " in pace and pace.endswith(" s per move")
+
+
+@pytest.fixture(scope="module")
+def alphabeta_agent(agent) -> Agent:
+    return agent.with_search(["search.algorithm=alphabeta", "search.alphabeta_depth=9"])
+
+
+def test_alphabeta_on_a_clock_plays_its_deepest_step_finished_in_time(alphabeta_agent):
+    """Alpha-beta on a clock runs chunks of positions until the time is spent (a fake clock,
+    1 s a reading, 3 s a move: three chunks of 16) and plays what the same search with a
+    budget of 48 positions plays: the move of each game's deepest finished step."""
+    states = _states(alphabeta_agent.env, 4, plies=1)
+    key = jax.random.PRNGKey(5)
+    player = AlphaBetaPlayer(alphabeta_agent.search_engine, {"params": alphabeta_agent.params},
+                             movetime=3.0, chunk=16, clock=FakeClock(1.0))
+    move = player.move(key, states)
+    budgeted = alphabeta_agent.with_search(["search.alphabeta_nodes=48"])
+    want = budgeted.search_output(key, states)
+    np.testing.assert_array_equal(move.action, np.asarray(want.action))
+    np.testing.assert_array_equal(move.simulations, np.asarray(want.visit_counts).sum(-1))
+    assert np.all(move.simulations == 48) and np.all(move.depth < 9)
+    untimed = alphabeta_agent.player().move(key, states)  # to the depth: solved
+    assert np.all(untimed.depth == 9) and np.all(untimed.simulations > 48)
+    with pytest.raises(ValueError, match="alphabeta keeps no tree between moves"):
+        alphabeta_agent.player(keep_tree=True)
+
+
+def test_eval_plays_alphabeta_at_equal_time_and_reports_its_depth():
+    result = RUNNER.invoke(app, ["eval", "tic_tac_toe", "--against", "alphabeta:2", "--games",
+                                 "2", "--equal-time", "--set", "search.algorithm=alphabeta"])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert any(line.endswith("evaluated with alpha-beta to depth 6 (whole moves), at equal "
+                             "time with each opponent") for line in lines), result.output
+    (pace,) = [line for line in lines if line.startswith("    agent ")]
+    assert " positions to depth " in pace, pace
 
 
 def test_play_with_a_movetime_through_a_pipe():

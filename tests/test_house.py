@@ -23,6 +23,7 @@ LAYERS = {
     "azjax.model_files": 2,
     "azjax.agent": 2,
     "azjax.engine_player": 2,
+    "azjax.alphabeta_player": 2,
     "azjax.evaluation": 3,
     "azjax.training": 4,
     "azjax.apps": 5,
@@ -31,7 +32,7 @@ LAYERS = {
 }
 # Where every public function, class and method needs a docstring.
 DOCUMENTED = ("azjax.core", "azjax.envs", "azjax.model_files", "azjax.agent",
-              "azjax.engine_player")
+              "azjax.engine_player", "azjax.alphabeta_player")
 
 
 def _modules() -> dict[str, Path]:

@@ -271,12 +271,11 @@ def make_search_engine(env: Env, apply_fn: ApplyFn, config: SearchConfig) -> Sea
       solves (`azjax.core.endgames`).
 
     Raises:
-      ConfigError: `config.algorithm` is `alphabeta`, which searches to a fixed depth.
+      ConfigError: `config.algorithm` is `alphabeta` (`make_alphabeta_engine` steps it).
     """
     if config.algorithm == "alphabeta":
-        raise ConfigError("search.algorithm: alphabeta searches to a fixed depth, with no "
-                          "clock or kept tree: play it without movetime, --equal-time or "
-                          "tree_reuse, or search with gumbel or puct")
+        raise ConfigError("search.algorithm: alphabeta has no tree to keep or prove: its "
+                          "steps are azjax.core.search_alphabeta.make_alphabeta_engine's")
     tree_root, recurrent_fn, table_actions = _search_fns(env, apply_fn, config)
 
     def states_of(embedding: Any) -> Any:

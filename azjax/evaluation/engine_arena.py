@@ -30,7 +30,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from azjax.engine_player import EnginePlayer
+from azjax.engine_player import SearchPlayer
 from azjax.envs.core import Env
 from azjax.evaluation.arena import (
     ArenaResult,
@@ -53,11 +53,14 @@ class PlayerStats:
       moves: the batched moves it made (plies where some game had it to move).
       seconds_per_move: wall seconds per batched move (every game of the batch at once).
       simulations_per_move: simulations per move in the games it moved in (kept visits not
-        counted); None for a player that does not search with an engine.
+        counted; an alpha-beta player's: positions); None for a player that does not search
+        with an engine.
       per_game_move: the moves and seconds count each game's move, not batched moves (a
         `HostPlayer`, which thinks game by game).
       forfeits: games it forfeited (a `HostPlayer`: an external engine that crashed, hung or
         answered an illegal move).
+      depth_per_move: an alpha-beta player's deepest finished step, in whole moves, per move
+        in the games it moved in; None for other players.
     """
 
     moves: int
@@ -65,6 +68,7 @@ class PlayerStats:
     simulations_per_move: float | None
     per_game_move: bool = False
     forfeits: int = 0
+    depth_per_move: float | None = None
 
 
 class HostPlayer(abc.ABC):
@@ -97,15 +101,16 @@ class HostPlayer(abc.ABC):
 
 
 class _Side:
-    """One player of the arena: an `EnginePlayer`, a compiled plain `Player` or a `HostPlayer`,
-    and its tally."""
+    """One player of the arena: a `SearchPlayer` (an `EnginePlayer`, an `AlphaBetaPlayer`), a
+    compiled plain `Player` or a `HostPlayer`, and its tally."""
 
-    def __init__(self, player: EnginePlayer | Player | HostPlayer):
+    def __init__(self, player: SearchPlayer | Player | HostPlayer):
         self.player = player
-        self.engine = isinstance(player, EnginePlayer)
+        self.engine = isinstance(player, SearchPlayer)
         self.host = isinstance(player, HostPlayer)
         self.act = None if self.engine or self.host else jax.jit(player)
         self.moves, self.seconds, self.simulations, self.counted = 0, 0.0, 0.0, 0
+        self.depth: float | None = None  # an alpha-beta player's finished steps, summed
         self.last_seconds = 0.0  # the last move's (a HostPlayer's: the last one it thought)
 
     def move(self, key: jax.Array, states: Any, turn: np.ndarray) -> jax.Array:
@@ -120,6 +125,8 @@ class _Side:
             self.seconds += move.seconds
             self.simulations += float(np.sum(move.simulations[turn]))
             self.counted += int(np.sum(turn))
+            if move.depth is not None:
+                self.depth = (self.depth or 0.0) + float(np.sum(move.depth[turn]))
             action = jnp.asarray(move.action)
         else:
             if not self.moves:  # compiled outside the clock
@@ -140,11 +147,12 @@ class _Side:
             return self.player.stats()
         moves = max(self.moves, 1)
         sims = self.simulations / self.counted if self.engine and self.counted else None
-        return PlayerStats(self.moves, self.seconds / moves, sims)
+        depth = self.depth / self.counted if self.depth is not None and self.counted else None
+        return PlayerStats(self.moves, self.seconds / moves, sims, depth_per_move=depth)
 
 
-def play_engine_arena(env: Env, player_a: EnginePlayer | Player | HostPlayer,
-                      player_b: EnginePlayer | Player | HostPlayer, *, key: jax.Array,
+def play_engine_arena(env: Env, player_a: SearchPlayer | Player | HostPlayer,
+                      player_b: SearchPlayer | Player | HostPlayer, *, key: jax.Array,
                       num_games: int, max_steps: int | None = None, opening_plies: int = 0,
                       progress: Callable[[int, int], None] | None = None,
                       equal_time: bool = False
@@ -158,14 +166,14 @@ def play_engine_arena(env: Env, player_a: EnginePlayer | Player | HostPlayer,
 
     Args:
       env: the game.
-      player_a, player_b: `EnginePlayer`s (a clock, kept trees), plain players or
+      player_a, player_b: `SearchPlayer`s (a clock, kept trees), plain players or
         `HostPlayer`s (external engines, asked game by game).
       key: the arena's PRNG key.
       num_games: B.
       max_steps: the ply limit (default `default_max_steps`); games still running are draws.
       opening_plies: random paired opening plies (`run_arena`).
       progress: called as `progress(finished_games, plies)` after every ply.
-      equal_time: A (an `EnginePlayer`) thinks, on each ply, as long as B took on that ply
+      equal_time: A (a `SearchPlayer`) thinks, on each ply, as long as B took on that ply
         (B moves first in each ply; on a ply where B has no game to move, A keeps the last
         time): equal time against an opponent of fixed depth or count, whatever the machine.
         Against a `HostPlayer`, which thinks game by game, it is equal time per game move:
@@ -178,8 +186,8 @@ def play_engine_arena(env: Env, player_a: EnginePlayer | Player | HostPlayer,
     """
     if num_games < 1:
         raise ValueError(f"num_games must be >= 1, got {num_games}")
-    if equal_time and not (isinstance(player_a, EnginePlayer) and player_a.movetime):
-        raise ValueError("equal time needs player A to be an EnginePlayer on a clock")
+    if equal_time and not (isinstance(player_a, SearchPlayer) and player_a.movetime):
+        raise ValueError("equal time needs player A to be a SearchPlayer on a clock")
     max_steps = default_max_steps(env) if max_steps is None else max_steps
     states, a_id, opening = _start(key, env, num_games, opening_plies)
     sides = _Side(player_a), _Side(player_b)
