@@ -159,7 +159,8 @@ def _play_arenas(agent: Agent, opponents: list[str], sims: int, key: jax.Array, 
                                     engine=engine, movetime=opponent_movetime)
         plies = plies if opening_plies is None else opening_plies
         with contextlib.closing(opponent) if is_engine_name(name) else contextlib.nullcontext():
-            me = (agent.player(num_simulations=sims, movetime=movetime) if clocked
+            stepped = clocked or (engine and agent.config.search.algorithm == "alphabeta")
+            me = (agent.player(num_simulations=sims, movetime=movetime) if stepped  # its pace
                   else search_player(agent.search_fn, agent.params, sims))
             with arena_bar(name, games, progress) as tick:
                 if engine:
