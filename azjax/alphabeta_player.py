@@ -46,18 +46,24 @@ class AlphaBetaPlayer(SearchPlayer):
         config's `alphabeta_depth` and `alphabeta_nodes` bound every move.
       variables: the network's variables (`{"params": params}`).
       movetime: seconds per move for the whole batch, or None for the depth alone.
+      nodes: the positions each game may search per move (None: the config's
+        `alphabeta_nodes`; 0: no bound), on a clock too.
       chunk: positions per compiled call on a clock (default: a power of two near a
         sixteenth of what a move reaches at the measured speed).
       clock: seconds since some start (default `azjax.engine_player.now`).
     """
 
     def __init__(self, engine: AlphaBetaEngine, variables: Any, *,
-                 movetime: float | None = None, chunk: int | None = None,
-                 clock: Callable[[], float] | None = None):
+                 movetime: float | None = None, nodes: int | None = None,
+                 chunk: int | None = None, clock: Callable[[], float] | None = None):
         check_movetime(movetime)
         if chunk is not None and chunk < 1:
             raise ValueError(f"chunk must be >= 1 positions, got {chunk}")
+        nodes = engine.config.alphabeta_nodes if nodes is None else nodes
+        if nodes < 0:
+            raise ValueError(f"nodes must be >= 0 positions (0: no bound), got {nodes}")
         self.engine, self.variables, self.movetime = engine, variables, movetime
+        self.nodes = nodes
         self._chunk, self._given_clock = chunk, clock
         self._rate: float | None = None  # positions per second per game, measured
 
@@ -65,7 +71,7 @@ class AlphaBetaPlayer(SearchPlayer):
         """Searches every game of `states` [B] and returns the moves: `Move.simulations` the
         positions each game searched, `Move.depth` its deepest finished step."""
         start, run, finish = self._programs(key, states)
-        budget = self.engine.config.alphabeta_nodes or _NO_BUDGET
+        budget = self.nodes or _NO_BUDGET
         clock = self._given_clock or engine_player.now  # read now: tests replace it
         began = clock()  # every program is compiled: from here on, thinking
         carry = start(key, states)

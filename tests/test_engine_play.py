@@ -138,25 +138,34 @@ def test_eval_with_a_movetime_reports_each_sides_pace():
 
 @pytest.fixture(scope="module")
 def alphabeta_agent(agent) -> Agent:
-    return agent.with_search(["search.algorithm=alphabeta", "search.alphabeta_depth=9"])
+    return agent.with_search(["search.algorithm=alphabeta", "search.alphabeta_depth=9",
+                              "search.alphabeta_nodes=48"])
 
 
 def test_alphabeta_on_a_clock_plays_its_deepest_step_finished_in_time(alphabeta_agent):
     """Alpha-beta on a clock runs chunks of positions until the time is spent (a fake clock,
-    1 s a reading, 3 s a move: three chunks of 16) and plays what the same search with a
-    budget of 48 positions plays: the move of each game's deepest finished step."""
+    1 s a reading, 2 s a move: two chunks of 16) and plays what the same search with a budget
+    of 32 positions plays: each game's deepest finished step. The config's budget (48) bounds
+    every move, on a clock or not, and the one-shot search (`Agent.search_output`) is the
+    player's."""
     states = _states(alphabeta_agent.env, 4, plies=1)
-    key = jax.random.PRNGKey(5)
-    player = AlphaBetaPlayer(alphabeta_agent.search_engine, {"params": alphabeta_agent.params},
-                             movetime=3.0, chunk=16, clock=FakeClock(1.0))
-    move = player.move(key, states)
-    budgeted = alphabeta_agent.with_search(["search.alphabeta_nodes=48"])
-    want = budgeted.search_output(key, states)
-    np.testing.assert_array_equal(move.action, np.asarray(want.action))
-    np.testing.assert_array_equal(move.simulations, np.asarray(want.visit_counts).sum(-1))
-    assert np.all(move.simulations == 48) and np.all(move.depth < 9)
-    untimed = alphabeta_agent.player().move(key, states)  # to the depth: solved
-    assert np.all(untimed.depth == 9) and np.all(untimed.simulations > 48)
+    key, engine = jax.random.PRNGKey(5), alphabeta_agent.search_engine
+    variables = {"params": alphabeta_agent.params}
+    timed = AlphaBetaPlayer(engine, variables, movetime=2.0, chunk=16, clock=FakeClock(1.0))
+    move = timed.move(key, states)
+    want = AlphaBetaPlayer(engine, variables, nodes=32).move(key, states)
+    np.testing.assert_array_equal(move.action, want.action)
+    np.testing.assert_array_equal(move.depth, want.depth)
+    assert np.all(move.simulations == 32) and np.all(move.depth < 9)
+    slow = AlphaBetaPlayer(engine, variables, movetime=100.0, chunk=16, clock=FakeClock(1.0))
+    budgeted = alphabeta_agent.player().move(key, states)
+    assert np.all(slow.move(key, states).simulations == 48)
+    assert np.all(budgeted.simulations == 48)
+    one_shot = alphabeta_agent.search_output(key, states)
+    np.testing.assert_array_equal(np.asarray(one_shot.action), budgeted.action)
+    np.testing.assert_array_equal(np.asarray(one_shot.visit_counts).sum(-1), 48)
+    solved = AlphaBetaPlayer(engine, variables, nodes=0).move(key, states)  # to the depth
+    assert np.all(solved.depth == 9) and np.all(solved.simulations > 48)
     with pytest.raises(ValueError, match="alphabeta keeps no tree between moves"):
         alphabeta_agent.player(keep_tree=True)
 
