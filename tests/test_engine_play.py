@@ -171,8 +171,8 @@ def test_alphabeta_on_a_clock_plays_its_deepest_step_finished_in_time(alphabeta_
 
 
 def test_eval_plays_alphabeta_at_equal_time_and_reports_its_depth():
-    result = RUNNER.invoke(app, ["eval", "tic_tac_toe", "--against", "alphabeta:2", "--games",
-                                 "2", "--equal-time", "--set", "search.algorithm=alphabeta"])
+    result = RUNNER.invoke(app, ["eval", "tic_tac_toe", "--against", "random", "--games", "2",
+                                 "--equal-time", "--set", "search.algorithm=alphabeta"])
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
     assert any(line.endswith("evaluated with alpha-beta to depth 6 (whole moves), at equal "
