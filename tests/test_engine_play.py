@@ -171,11 +171,13 @@ def test_alphabeta_on_a_clock_plays_its_deepest_step_finished_in_time(alphabeta_
 
 
 def test_eval_plays_alphabeta_at_equal_time_and_reports_its_depth():
-    result = RUNNER.invoke(app, ["eval", "tic_tac_toe", "--against", "random", "--games", "2",
-                                 "--equal-time", "--set", "search.algorithm=alphabeta"])
+    # The clock test's depth and batch: the same compiled programs (the persistent cache).
+    result = RUNNER.invoke(app, ["eval", "tic_tac_toe", "--against", "random", "--games", "4",
+                                 "--equal-time", "--set", "search.algorithm=alphabeta",
+                                 "--set", "search.alphabeta_depth=9"])
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
-    assert any(line.endswith("evaluated with alpha-beta to depth 6 (whole moves), at equal "
+    assert any(line.endswith("evaluated with alpha-beta to depth 9 (whole moves), at equal "
                              "time with each opponent") for line in lines), result.output
     (pace,) = [line for line in lines if line.startswith("    agent ")]
     assert " positions to depth " in pace, pace
