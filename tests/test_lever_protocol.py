@@ -67,7 +67,7 @@ def test_a_run_s_budget_is_wall_seconds_iterations_or_both(tmp_path):
 
 
 def test_the_protocol_end_to_end_on_tiny_tic_tac_toe(tmp_path):
-    """Two runs of 2 iterations side by side (sims8 searches twice as much per move), then
+    """Two runs of 4 iterations side by side (sims8 searches twice as much per move), then
     the table rebuilt from their run dirs alone. Iteration budgets: the runs are the same
     length however slow the machine."""
     config = tmp_path / "tiny.yaml"
@@ -79,17 +79,17 @@ def test_the_protocol_end_to_end_on_tiny_tic_tac_toe(tmp_path):
     out = tmp_path / "out"
     command = [sys.executable, str(REPO_ROOT / "tools" / "lever_protocol.py"),
                f"sims8={config}", "--set", "sims8:search.num_simulations=8",
-               "--baseline", str(config), "--iterations", "2", "--eval-every", "1",
+               "--baseline", str(config), "--iterations", "4", "--eval-every", "2",
                "--out", str(out), "--side-by-side"]
     # the timeout only ends a hung process; the runs stop by iterations
     result = subprocess.run(command, capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, result.stdout + result.stderr
     rows = [line.strip("| ").split(" | ") for line in (out / "table.md").read_text()
             .splitlines()[2:4]]
-    assert [row[:2] for row in rows] == [["baseline@1", "2"], ["sims8", "2"]]
+    assert [row[:2] for row in rows] == [["baseline@1", "4"], ["sims8", "4"]]
     runs = {name: lever.load_run(out, name) for name in ("baseline@1", "sims8")}
-    for records in runs.values():  # evaluated every iteration, the last at the run's end
-        assert [r["iteration"] for r in records if "eval/oracle/search_error" in r] == [1, 2]
+    for records in runs.values():  # evaluated every 2 iterations, the last at the run's end
+        assert [r["iteration"] for r in records if "eval/oracle/search_error" in r] == [2, 4]
     # Same iterations, twice the search: the pair meets at the baseline's FLOPs.
     base, sims8 = (lever.summary(records) for records in runs.values())
     assert base["flops"] < sims8["flops"]
@@ -99,7 +99,7 @@ def test_the_protocol_end_to_end_on_tiny_tic_tac_toe(tmp_path):
     assert (out / "curves.png").stat().st_size > 0
     assert not (out / "sims8" / "checkpoints").exists()  # the replay buffer is not kept
     launched = (out / "sims8" / "log.txt").read_text().splitlines()[0]
-    assert "taskset -c" in launched and "budget.max_iterations=2" in launched
+    assert "taskset -c" in launched and "budget.max_iterations=4" in launched
     # the table is rebuilt from the run dirs alone, the same
     table = (out / "table.md").read_text()
     (out / "table.md").unlink()
