@@ -16,7 +16,6 @@ Shape legend: B games.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import Any
 
@@ -26,15 +25,15 @@ import numpy as np
 
 from azjax import engine_player
 from azjax.core.search_alphabeta import AlphaBetaEngine
-from azjax.engine_player import Move, SearchPlayer, check_movetime
+from azjax.engine_player import Move, SearchPlayer, check_movetime, timed_chunk
 
 __all__ = ["AlphaBetaPlayer"]
 
-_CHUNKS_PER_MOVE = 16  # a timed move runs about this many chunks: the overshoot is ~1/16
 _FIRST_CHUNK = 64  # positions per chunk until a move has measured the speed
 _NO_BUDGET = int(np.iinfo(np.int32).max)
 
-# Ahead-of-time compiled programs, shared by the players of an engine: (engine, piece, batch).
+# Ahead-of-time compiled programs, shared by the players of an engine:
+# (engine, batch, the states' tree structure) -> (start, run, finish).
 _PROGRAMS: dict[tuple, Any] = {}
 
 
@@ -106,8 +105,7 @@ class AlphaBetaPlayer(SearchPlayer):
             return self._chunk
         if self._rate is None or self.movetime is None:
             return _FIRST_CHUNK
-        expected = self._rate * self.movetime / _CHUNKS_PER_MOVE
-        return int(2 ** max(0, math.floor(math.log2(max(expected, 1.0)))))
+        return timed_chunk(self._rate * self.movetime)
 
     def _programs(self, key: jax.Array, states: Any) -> tuple[Callable, Callable, Callable]:
         """The engine's start, run and finish for this batch, compiled ahead of the clock

@@ -31,13 +31,21 @@ import numpy as np
 
 from azjax.core import solver
 
-__all__ = ["EnginePlayer", "Move", "SearchPlayer", "check_movetime", "now", "timed_capacity"]
+__all__ = ["EnginePlayer", "Move", "SearchPlayer", "check_movetime", "now", "timed_capacity",
+           "timed_chunk"]
 
 # A timed search's tree holds at most this many nodes per game, and the trees of a batch at
 # most `_TREE_BYTES` together; `timed_capacity` takes the smaller.
 MAX_TIMED_NODES = 16_384
 _TREE_BYTES = 1 << 30
 _CHUNKS_PER_MOVE = 16  # a timed move runs about this many chunks: the overshoot is ~1/16
+
+
+def timed_chunk(per_move: float) -> int:
+    """The work per compiled call of a timed move expected to reach `per_move` (simulations
+    or positions): a power of two near a sixteenth of it (at least 1), so that a move stops
+    within about a sixteenth past its time and few chunk sizes are compiled."""
+    return int(2 ** max(0, math.floor(math.log2(max(per_move / _CHUNKS_PER_MOVE, 1.0)))))
 
 
 def now() -> float:
@@ -282,8 +290,7 @@ class EnginePlayer(SearchPlayer):
         if self.movetime is None:
             return min(planned, 64) if self.engine.config.solver else planned
         expected = self.num_simulations if self._rate is None else self._rate * self.movetime
-        chunk = 2 ** max(0, math.floor(math.log2(max(expected / _CHUNKS_PER_MOVE, 1.0))))
-        return int(min(chunk, planned))
+        return min(timed_chunk(expected), planned)
 
     def _aot(self, name: tuple, lower: Callable[[], Any]) -> Callable:
         """The engine's compiled program `name`, compiled now (before any clock starts) if no
