@@ -52,6 +52,8 @@ class AlphaBetaPlayer(SearchPlayer):
       clock: seconds since some start (default `azjax.engine_player.now`).
     """
 
+    searches_subsets = True  # nothing kept; each game's search is its own
+
     def __init__(self, engine: AlphaBetaEngine, variables: Any, *,
                  movetime: float | None = None, nodes: int | None = None,
                  chunk: int | None = None, clock: Callable[[], float] | None = None):

@@ -94,9 +94,13 @@ class SearchPlayer(abc.ABC):
     Attributes:
       movetime: seconds per move for the whole batch, or None for a fixed effort; an arena
         at equal time sets it before each move.
+      searches_subsets: True for a player that keeps nothing between moves and searches each
+        game on its own (only a seeded tie-break follows the game's place in the batch): an
+        arena may then hand it just the games it is to move in, in a smaller batch.
     """
 
     movetime: float | None
+    searches_subsets: bool = False
 
     @abc.abstractmethod
     def move(self, key: jax.Array, states: Any) -> Move:

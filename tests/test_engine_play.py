@@ -16,16 +16,18 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from conftest import REPO_ROOT, FakeClock
+from hypothesis import given
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from azjax.agent import Agent
 from azjax.alphabeta_player import AlphaBetaPlayer
 from azjax.apps.cli import app
 from azjax.apps.serve import GameService
-from azjax.engine_player import EnginePlayer
+from azjax.engine_player import EnginePlayer, Move, SearchPlayer
 from azjax.evaluation.arena import play_arena
 from azjax.evaluation.baselines import greedy_player
-from azjax.evaluation.engine_arena import play_engine_arena
+from azjax.evaluation.engine_arena import _subset_size, play_engine_arena
 from azjax.evaluation.players import search_player
 
 RUNNER = CliRunner(env={"AZJAX_COMPILATION_CACHE": str(REPO_ROOT / ".jax_cache")})
@@ -228,6 +230,55 @@ def test_engine_arena_keeps_trees_in_both_players(puct_agent):
                                              opening_plies=1)
     assert result.num_games == 4 and result.illegal_moves_a == result.illegal_moves_b == 0
     assert mine.simulations_per_move == theirs.simulations_per_move == SIMS
+
+
+class _LowestLegal(SearchPlayer):
+    """Plays each game's lowest legal action, game by game, and notes each batch it is given:
+    a player whose moves cannot depend on its batch, to check how an arena hands out games."""
+
+    movetime = None
+
+    def __init__(self, subsets: bool):
+        self.searches_subsets, self.batches = subsets, []
+
+    def move(self, key, states):
+        mask = np.asarray(states.legal_action_mask)
+        self.batches.append(len(mask))
+        ones = np.ones(len(mask))
+        return Move(mask.argmax(axis=-1).astype(np.int32), None, ones, 0.5, depth=2 * ones)
+
+    def played(self, actions):
+        pass
+
+    def reset(self):
+        pass
+
+
+def test_a_player_that_searches_subsets_gets_only_its_games_and_plays_the_same_games(agent):
+    """An arena hands a player that searches game by game only the games it is to move in, in
+    a batch halved while they fit (8 games, 4 to move on each tic-tac-toe ply, fewer as games
+    end), and the games played are those of the same player given the whole batch."""
+    env, key = agent.env, jax.random.PRNGKey(4)
+    whole, subsets = _LowestLegal(False), _LowestLegal(True)
+    results = [play_engine_arena(env, player, greedy_player(env), key=key, num_games=8,
+                                 opening_plies=1) for player in (whole, subsets)]
+    assert results[0][:2] == results[1][:2]  # the games and A's tally (B's: its own time)
+    assert results[1][0].illegal_moves_a == 0
+    assert set(whole.batches) == {8} and max(subsets.batches) == 4
+    assert set(subsets.batches) <= {4, 2, 1} and len(subsets.batches) == len(whole.batches)
+    assert results[1][1].depth_per_move == 2.0 and results[1][1].simulations_per_move == 1.0
+
+
+@given(st.integers(1, 300), st.integers(0, 300))
+def test_a_subset_batch_holds_its_games_in_one_of_a_few_sizes(total, count):
+    count = min(count, total)
+    size = _subset_size(count, total)
+    assert count <= size <= total
+    assert size == 1 or -(-size // 2) < count  # halving once more would not hold them
+    halvings = [total]
+    while halvings[-1] > 1:
+        halvings.append(-(-halvings[-1] // 2))
+    assert size in halvings
 
 
 @pytest.mark.parametrize("algorithm", ["gumbel", "puct"])

@@ -143,6 +143,10 @@ _FOUR_DEVICE_SCRIPT = textwrap.dedent("""
 def _env(**extra) -> dict[str, str]:
     env = dict(os.environ, JAX_COMPILATION_CACHE_DIR=str(REPO_ROOT / ".jax_cache"),
                PYTHONUNBUFFERED="1", PYTHONPATH=str(REPO_ROOT))
+    # Device-count flags join the suite's own XLA flags (conftest) rather than replace them.
+    if "XLA_FLAGS" in extra:
+        extra["XLA_FLAGS"] = " ".join(filter(None, [os.environ.get("XLA_FLAGS"),
+                                                    extra["XLA_FLAGS"]]))
     env.update(extra)
     return env
 

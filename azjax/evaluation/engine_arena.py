@@ -6,7 +6,10 @@ live in (it reads the time between compiled chunks) and which has nowhere to kee
 one ply to the next. This arena plays the same games, with the same starts, colours, paired
 openings and per-ply keys (`azjax.evaluation.arena`), stepping each ply from the host: each
 player searches the whole batch when any live game has it to move (as in `run_arena`), the
-mover's moves are played, and both players' kept trees move down them. Plain players
+mover's moves are played, and both players' kept trees move down them. A player that searches
+each game on its own (`SearchPlayer.searches_subsets`, alpha-beta) gets only the games it is
+to move in, in a batch halved as often as they fit (a few batch sizes, each compiled once),
+which spares it the half of the batch the other side moves in and the finished games. Plain players
 (`act(key, states) -> actions`, the baselines) are compiled once and timed too. A `HostPlayer`
 (an external engine, `azjax.evaluation.checkerboard`) moves game by game on the host.
 
@@ -107,6 +110,7 @@ class _Side:
     def __init__(self, player: SearchPlayer | Player | HostPlayer):
         self.player = player
         self.engine = isinstance(player, SearchPlayer)
+        self.subsets = self.engine and player.searches_subsets
         self.host = isinstance(player, HostPlayer)
         self.act = None if self.engine or self.host else jax.jit(player)
         self.moves, self.seconds, self.simulations, self.counted = 0, 0.0, 0.0, 0
@@ -120,14 +124,12 @@ class _Side:
                 self.last_seconds = seconds
             return jnp.asarray(action, jnp.int32)
         if self.engine:
-            move = self.player.move(key, states)
-            self.last_seconds = move.seconds
-            self.seconds += move.seconds
-            self.simulations += float(np.sum(move.simulations[turn]))
+            action, simulations, depth = self._search(key, states, turn)
+            self.simulations += float(np.sum(simulations[turn]))
             self.counted += int(np.sum(turn))
-            if move.depth is not None:
-                self.depth = (self.depth or 0.0) + float(np.sum(move.depth[turn]))
-            action = jnp.asarray(move.action)
+            if depth is not None:
+                self.depth = (self.depth or 0.0) + float(np.sum(depth[turn]))
+            action = jnp.asarray(action)
         else:
             if not self.moves:  # compiled outside the clock
                 jax.block_until_ready(self.act(key, states))
@@ -137,6 +139,31 @@ class _Side:
             self.seconds += self.last_seconds
         self.moves += 1
         return action.astype(jnp.int32)
+
+    def searched_games(self, turn: np.ndarray) -> int:
+        """How many games a search on this ply covers that the player is to move in."""
+        return int(np.sum(turn)) if self.subsets else int(turn.size)
+
+    def _search(self, key: jax.Array, states: Any, turn: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        """A `SearchPlayer`'s move: (actions, simulations, depth or None), each [B]; a player
+        that searches subsets searches only the games of `turn`, the rest left 0."""
+        if not self.subsets:
+            move = self.player.move(key, states)
+            self.last_seconds = move.seconds
+            self.seconds += move.seconds
+            return move.action, move.simulations, move.depth
+        games = np.flatnonzero(turn)
+        index = np.resize(games, _subset_size(games.size, turn.size))  # padded with repeats
+        move = self.player.move(key, jax.tree.map(lambda x: x[index], states))
+        self.last_seconds = move.seconds
+        self.seconds += move.seconds
+        found = [np.zeros(turn.size, np.int32), np.zeros(turn.size),
+                 None if move.depth is None else np.zeros(turn.size)]
+        for full, part in zip(found, (move.action, move.simulations, move.depth), strict=True):
+            if full is not None:
+                full[games] = np.asarray(part)[:games.size]
+        return found[0], found[1], found[2]
 
     def played(self, actions: jax.Array) -> None:
         if self.engine:
@@ -177,9 +204,10 @@ def play_engine_arena(env: Env, player_a: SearchPlayer | Player | HostPlayer,
         (B moves first in each ply; on a ply where B has no game to move, A keeps the last
         time): equal time against an opponent of fixed depth or count, whatever the machine.
         Against a `HostPlayer`, which thinks game by game, it is equal time per game move:
-        A's one search of the whole batch on a ply gets B's mean time per move on that ply
-        times B games, as much for each game as B took for each of its moves; on a ply
-        where B only played hops it already knew, A keeps the last time.
+        A's one search on a ply gets B's mean time per move on that ply times the games it
+        searches (the whole batch, or the games it is to move in for a player that searches
+        subsets), as much for each game as B took for each of its moves; on a ply where B
+        only played hops it already knew, A keeps the last time.
 
     Returns:
       (A's `ArenaResult`, A's `PlayerStats`, B's `PlayerStats`).
@@ -207,8 +235,9 @@ def play_engine_arena(env: Env, player_a: SearchPlayer | Player | HostPlayer,
         key_a, key_b = ply_keys(key, num_games, jnp.int32(t))
         thinking = t >= opening_plies
         act_b = sides[1].move(key_b, states, b_turn) if b_turn.any() and thinking else no_moves
-        if equal_time and b_turn.any() and thinking:  # B's time on this very ply
-            per_batch = num_games if sides[1].host else 1  # a host player's is per game
+        if equal_time and a_turn.any() and b_turn.any() and thinking:  # B's time, this ply
+            # A host player's time is per game: A gets it for each game it searches.
+            per_batch = sides[0].searched_games(a_turn) if sides[1].host else 1
             player_a.movetime = max(sides[1].last_seconds * per_batch, 1e-3)
         act_a = sides[0].move(key_a, states, a_turn) if a_turn.any() and thinking else no_moves
         states, action, bad_a, bad_b = settle(states, jnp.int32(t), a_id, act_a, act_b,
@@ -222,6 +251,15 @@ def play_engine_arena(env: Env, player_a: SearchPlayer | Player | HostPlayer,
     a_returns = jnp.take_along_axis(totals, a_id[:, None], axis=1)[:, 0]
     result = ArenaResult.from_outcomes(a_returns, bad_a, bad_b)
     return result, sides[0].stats(), sides[1].stats()
+
+
+def _subset_size(count: int, total: int) -> int:
+    """The batch that holds `count` of `total` games: `total` halved (rounded up) as often as
+    `count` still fits, so that a match needs only a few batch sizes."""
+    size = total
+    while size > 1 and -(-size // 2) >= count:
+        size = -(-size // 2)
+    return size
 
 
 _arena_start_jit = jax.jit(arena_start, static_argnums=(1, 2, 4, 5))
