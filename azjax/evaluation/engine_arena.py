@@ -148,22 +148,21 @@ class _Side:
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
         """A `SearchPlayer`'s move: (actions, simulations, depth or None), each [B]; a player
         that searches subsets searches only the games of `turn`, the rest left 0."""
-        if not self.subsets:
-            move = self.player.move(key, states)
-            self.last_seconds = move.seconds
-            self.seconds += move.seconds
-            return move.action, move.simulations, move.depth
-        games = np.flatnonzero(turn)
-        index = np.resize(games, _subset_size(games.size, turn.size))  # padded with repeats
-        move = self.player.move(key, jax.tree.map(lambda x: x[index], states))
+        games = np.flatnonzero(turn) if self.subsets else np.arange(turn.size)
+        if self.subsets:  # padded with repeats to one of a few batch sizes
+            index = np.resize(games, _subset_size(games.size, turn.size))
+            states = jax.tree.map(lambda x: x[index], states)
+        move = self.player.move(key, states)
         self.last_seconds = move.seconds
         self.seconds += move.seconds
-        found = [np.zeros(turn.size, np.int32), np.zeros(turn.size),
-                 None if move.depth is None else np.zeros(turn.size)]
-        for full, part in zip(found, (move.action, move.simulations, move.depth), strict=True):
-            if full is not None:
-                full[games] = np.asarray(part)[:games.size]
-        return found[0], found[1], found[2]
+
+        def spread(part: Any, dtype: Any = np.float64) -> np.ndarray:
+            full = np.zeros(turn.size, dtype)
+            full[games] = np.asarray(part)[:games.size]
+            return full
+
+        depth = None if move.depth is None else spread(move.depth)
+        return spread(move.action, np.int32), spread(move.simulations), depth
 
     def played(self, actions: jax.Array) -> None:
         if self.engine:
