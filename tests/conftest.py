@@ -7,10 +7,12 @@ import os
 from pathlib import Path
 
 # The tests' programs are small and mostly compiled once: XLA's CPU backend without LLVM's
-# optimisation passes compiles them a fifth faster, and computes the same values. Set before
-# jax starts its backend; subprocesses (the CLI tests) inherit it.
-os.environ["XLA_FLAGS"] = " ".join(
-    filter(None, [os.environ.get("XLA_FLAGS"), "--xla_backend_optimization_level=0"]))
+# optimisation passes compiles them a fifth faster. The values agree with optimised code's to
+# the last bits of a float, so a test that compares bytes written by earlier code runs that
+# code's way (`optimised_env`). Set before jax starts its backend; subprocesses inherit it.
+FAST_COMPILE = "--xla_backend_optimization_level=0"
+_USER_XLA_FLAGS = os.environ.get("XLA_FLAGS", "")
+os.environ["XLA_FLAGS"] = " ".join(filter(None, [_USER_XLA_FLAGS, FAST_COMPILE]))
 
 import jax  # noqa: E402
 import pytest  # noqa: E402
@@ -34,6 +36,11 @@ jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
 # Property tests check what the code computes, never how fast: no per-example deadline.
 settings.register_profile("azjax", deadline=None)
 settings.load_profile("azjax")
+
+
+def optimised_env() -> dict[str, str]:
+    """The environment for a subprocess that compiles as users' runs do (no `FAST_COMPILE`)."""
+    return dict(os.environ, XLA_FLAGS=_USER_XLA_FLAGS)
 
 
 def tiny_config(**sections):
