@@ -11,7 +11,8 @@ from pathlib import Path
 # the last bits of a float, so a test that compares bytes written by earlier code runs that
 # code's way (`optimised_env`). Set before jax starts its backend; subprocesses inherit it.
 FAST_COMPILE = "--xla_backend_optimization_level=0"
-_USER_XLA_FLAGS = os.environ.get("XLA_FLAGS", "")
+# (xdist's workers inherit the flag from the controller's conftest: it is taken out first.)
+_USER_XLA_FLAGS = " ".join(f for f in os.environ.get("XLA_FLAGS", "").split() if f != FAST_COMPILE)
 os.environ["XLA_FLAGS"] = " ".join(filter(None, [_USER_XLA_FLAGS, FAST_COMPILE]))
 
 import jax  # noqa: E402
