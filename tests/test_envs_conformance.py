@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import dataclasses
 
+import chex
+import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
 
 from azjax import envs
 from azjax.envs.connect_four import ConnectFour
+from azjax.envs.core import random_positions
 from azjax.envs.draughts import Draughts
 from azjax.envs.tic_tac_toe import TicTacToe
 
@@ -141,3 +145,16 @@ def test_supports_names_the_optional_methods_a_game_implements(game_id, supporte
     env = envs.make(game_id)
     for wrapped in (env, ForcedMovesPlayed(env)):  # the wrapper forwards both
         assert {m for m in ("random_start", "material") if wrapped.supports(m)} == supported
+
+
+def test_random_positions_at_several_counts_are_the_same_games_at_each():
+    """Several ply counts give the same games' positions after each, one batch after another:
+    3 and 7 pieces on a connect-four board (no game ends before its 7th ply), and the last
+    batch is what the largest count alone gives (the same keys)."""
+    env = envs.make("connect_four")
+    key = jax.random.PRNGKey(9)
+    several = random_positions(env, key, 6, (3, 7))
+    chex.assert_trees_all_equal(jax.tree.map(lambda x: x[6:], several),
+                                random_positions(env, key, 6, 7))
+    pieces = np.asarray(jax.vmap(env.observe)(several))[..., :2].sum(axis=(1, 2, 3))
+    np.testing.assert_array_equal(pieces, [3] * 6 + [7] * 6)

@@ -19,7 +19,7 @@ from azjax.config import ConfigError, NetworkConfig, SearchConfig, config_from_d
 from azjax.core.network import init_network, make_network
 from azjax.core.quiescence import quiescent_value_fn
 from azjax.core.search import make_search, masked_logits
-from azjax.envs.core import tree_select
+from azjax.envs.core import random_positions
 
 NET = NetworkConfig(kind="mlp", hidden=(16,))
 _, APPLY = make_network(NET, DRAUGHTS.num_actions)
@@ -32,28 +32,11 @@ def _evaluate(variables, states):
     return masked_logits(logits, states.legal_action_mask), value
 
 
-@jax.jit
-def _random_games(key):
-    """192 random games of 40 plies with forced moves played: their positions after 6, 12,
-    20, 30 and 40 plies, [5 * 192] states (one compiled scan)."""
-    def ply(states, k):
-        logits = jnp.where(states.legal_action_mask, 0.0, -jnp.inf)
-        stepped = jax.vmap(FORCED.step)(states, jax.random.categorical(k, logits))
-        done = states.terminated | states.truncated
-        states = jax.vmap(tree_select)(done, states, stepped)
-        return states, states
-
-    start = jax.vmap(FORCED.init)(jax.random.split(key, 192))
-    _, every = jax.lax.scan(ply, start, jax.random.split(jax.random.fold_in(key, 1), 40))
-    taken = jnp.array([6, 12, 20, 30, 40]) - 1
-    return jax.tree.map(lambda x: x[taken].reshape(-1, *x.shape[2:]), every)
-
-
 @functools.cache
 def _positions():
     """Live positions after 6-40 random plies with forced moves played, most of them with a
     capture pending: [N] states."""
-    states = _random_games(jax.random.PRNGKey(0))
+    states = random_positions(FORCED, jax.random.PRNGKey(0), 192, (6, 12, 20, 30, 40))
     live = ~np.asarray(states.terminated | states.truncated)
     forcing = np.asarray(jax.vmap(FORCED.forcing)(states)) & live
     quiet = np.flatnonzero(live & ~forcing)[:8]

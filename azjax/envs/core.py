@@ -547,7 +547,8 @@ def positions_along(env: Env, actions) -> Iterator[GameState]:
         yield state
 
 
-def random_positions(env: Env, key: jax.Array, num_games: int, plies: int) -> GameState:
+def random_positions(env: Env, key: jax.Array, num_games: int,
+                     plies: int | tuple[int, ...]) -> GameState:
     """Positions after uniformly random legal moves; games that end early stay as they ended.
     Jit-able (`num_games` and `plies` static).
 
@@ -555,19 +556,29 @@ def random_positions(env: Env, key: jax.Array, num_games: int, plies: int) -> Ga
       env: the game.
       key: a PRNG key.
       num_games: B, the number of games.
-      plies: the number of random steps each game takes.
+      plies: the number of random steps each game takes; or several counts (each >= 1), for
+        the same games' positions after each of them, from one pass of play.
 
     Returns:
-      A batch of states, leaves [B, ...].
+      A batch of states, leaves [B, ...]; for several counts, the batches one after another
+      in the order of `plies`, leaves [len(plies) * B, ...].
     """
+    several = not isinstance(plies, int)
+
     def play(states, k):
         actions = jax.random.categorical(k, jnp.where(states.legal_action_mask, 0.0, -jnp.inf))
         done = states.terminated | states.truncated
-        return jax.vmap(tree_select)(done, states, jax.vmap(env.step)(states, actions)), None
+        states = jax.vmap(tree_select)(done, states, jax.vmap(env.step)(states, actions))
+        return states, states if several else None
 
     k_init, k_play = jax.random.split(key)
     states = jax.vmap(env.init)(jax.random.split(k_init, num_games))
-    return jax.lax.scan(play, states, jax.random.split(k_play, plies))[0]
+    steps = max(plies) if several else plies
+    final, every = jax.lax.scan(play, states, jax.random.split(k_play, steps))
+    if not several:
+        return final
+    taken = jnp.asarray(plies) - 1  # every[t]: the positions after t + 1 plies
+    return jax.tree.map(lambda x: x[taken].reshape(-1, *x.shape[2:]), every)
 
 
 def random_move_lists(env: Env, count: int, seed: int, plies: tuple[int, int] = (0, 12)
