@@ -37,8 +37,10 @@ import optax
 
 from azjax import Agent
 from azjax.core.losses import alphazero_loss
+from azjax.core.search import masked_logits
 from azjax.core.search_alphabeta import LEAF_SCALE
 from azjax.core.types import Positions
+from azjax.envs.core import tree_select
 from azjax.model_files import save_model
 
 OPENING_PLIES = 8
@@ -54,15 +56,12 @@ def sample_positions(agent: Agent, key: jax.Array, games: int, count: int):
         key, pick = jax.random.split(key)
         obs = jax.vmap(env.observe)(states)
         logits, _ = agent.apply_fn({"params": agent.params}, obs)
-        legal = states.legal_action_mask
         random_move = t < opening
         logits = jnp.where(random_move[:, None], 0.0, logits)
-        logits = jnp.where(legal, logits, -jnp.inf)
+        logits = masked_logits(logits, states.legal_action_mask)
         action = jax.random.categorical(pick, logits).astype(jnp.int32)
         live = ~(states.terminated | states.truncated)
-        nxt = jax.vmap(env.step)(states, action)
-        nxt = jax.tree.map(lambda a, b: jnp.where(
-            live.reshape(live.shape + (1,) * (a.ndim - 1)), a, b), nxt, states)
+        nxt = jax.vmap(tree_select)(live, jax.vmap(env.step)(states, action), states)
         return (nxt, key, opening), (states, live & ~random_move)
 
     @jax.jit
