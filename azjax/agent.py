@@ -26,6 +26,7 @@ from azjax import envs
 from azjax.config import (
     ConfigError,
     ExperimentConfig,
+    SearchConfig,
     apply_overrides,
     config_from_saved,
     config_to_dict,
@@ -36,7 +37,8 @@ from azjax.core.search import SearchOutput, make_network_search, masked_logits
 from azjax.envs.core import Env
 from azjax.model_files import CheckpointError, load_model, snapshot_dirs
 
-__all__ = ["MODELS_DIR", "Agent", "default_simulations", "resolve_model_dir", "states_from_moves"]
+__all__ = ["MODELS_DIR", "Agent", "default_simulations", "resolve_model_dir", "search_effort",
+           "states_from_moves"]
 
 MODELS_DIR = Path(__file__).resolve().parent / "models"
 _PAD_SIZES = (1, 8, 64, 256, 1024)
@@ -52,6 +54,24 @@ def default_simulations(config: ExperimentConfig) -> int:
       `eval.num_simulations`, else (0) `search.num_simulations` (`resolve_simulations`).
     """
     return resolve_simulations(config.eval.num_simulations, config.search)
+
+
+def search_effort(search: SearchConfig, num_simulations: int) -> str:
+    """How hard a search looks per move, in a few words for logs and cards.
+
+    Args:
+      search: the search config.
+      num_simulations: the simulations a tree search runs (alpha-beta reads none).
+
+    Returns:
+      e.g. "1024 simulations", or "alpha-beta to depth 12 (whole moves), at most 8000
+      positions a move".
+    """
+    if search.algorithm == "alphabeta":
+        budget = (f", at most {search.alphabeta_nodes} positions a move"
+                  if search.alphabeta_nodes else "")
+        return f"alpha-beta to depth {search.alphabeta_depth} (whole moves){budget}"
+    return f"{num_simulations} simulations"
 
 
 def resolve_model_dir(spec: str | Path) -> Path:

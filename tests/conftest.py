@@ -23,6 +23,9 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 # The one limit a test puts on a wait or a subprocess: it only ends a hung one. No test passes
 # or fails on how long something took; a slow or busy machine makes the suite slower, not red.
 HANG_S = 1800
+# The shipped draughts model plays alpha-beta with the 4-piece endgame table by default; a CLI
+# test that needs only a cheap search of its network plays the network's tree search instead.
+GUMBEL_NO_TABLE = ("--set", "search.algorithm=gumbel", "--set", "search.endgame_table=0")
 ORACLES = Path(os.environ.get("AZJAX_ORACLES", REPO_ROOT / "azjax" / "data" / "oracles"))
 JAX_CACHE = REPO_ROOT / ".jax_cache"
 

@@ -415,8 +415,8 @@ def test_network_alphabeta_solves_tic_tac_toe_whatever_the_network():
 def test_the_shipped_draughts_model_searched_by_alphabeta_finds_the_shots():
     """The shipped model's value at the leaves of two whole moves (and the captures after
     them): both hand-built shots give a man to take two, which the search sees to the end."""
-    agent = Agent.load("draughts").with_search(["search.algorithm=alphabeta",
-                                                "search.alphabeta_depth=2"])
+    agent = Agent.load("draughts").with_search(["search.alphabeta_depth=2",
+                                                "search.endgame_table=0"])
     starts = [DRAUGHTS.from_fen(fen) for fen, *_ in SHOTS.values()]
     actions, policy, value = agent.search(jax.random.PRNGKey(1), _batch(starts))
     for k, (name, (_, shot, *_)) in enumerate(SHOTS.items()):
@@ -450,7 +450,8 @@ def test_alphabeta_is_refused_where_it_cannot_serve():
 def test_eval_plays_the_alphabeta_search_from_the_command_line():
     out = RUNNER.invoke(app, ["eval", "draughts", "--against", "random", "--games", "2",
                               "--set", "search.algorithm=alphabeta",
-                              "--set", "search.alphabeta_depth=1"])
+                              "--set", "search.alphabeta_depth=1",
+                              "--set", "search.endgame_table=0"])
     assert out.exit_code == 0, out.output
     assert "evaluated with alpha-beta to depth 1 (whole moves)" in out.output
     assert "+2 =0 -0" in out.output, out.output

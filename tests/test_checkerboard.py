@@ -22,7 +22,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import REPO_ROOT, FakeClock
+from conftest import GUMBEL_NO_TABLE, REPO_ROOT, FakeClock
 from typer.testing import CliRunner
 
 from azjax import envs
@@ -281,7 +281,7 @@ def test_eval_against_an_engine_from_the_command_line(built, tmp_path):
     library = install(built, tmp_path)
     name = f"cb:{library}@0.2"
     result = RUNNER.invoke(app, ["eval", "draughts", "--against", name, "--games", "2",
-                                 "--simulations", "2"])
+                                 "--simulations", "2", *GUMBEL_NO_TABLE])
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
     assert f"opponent {name}: 'azjax test engine', an external engine, 0.2 s per move" in lines
@@ -370,7 +370,7 @@ def test_a_training_run_can_name_an_engine_among_its_opponents(env, built, tmp_p
 def test_play_shows_the_agent_against_an_engine(built, tmp_path):
     library = install(built, tmp_path)
     result = RUNNER.invoke(app, ["play", "draughts", "--against", f"cb:{library}@0.1",
-                                 "--simulations", "2", "--first", "ai"])
+                                 "--simulations", "2", "--first", "ai", *GUMBEL_NO_TABLE])
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
     assert lines[0].endswith(f"plays Black (b) with 2 simulations; the engine 'azjax test "

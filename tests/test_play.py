@@ -9,7 +9,7 @@ import sys
 import jax
 import numpy as np
 import pytest
-from conftest import HANG_S, REPO_ROOT
+from conftest import GUMBEL_NO_TABLE, HANG_S, REPO_ROOT
 from play_server import HUMAN_JUMP_LINE, PlayServer
 from typer.testing import CliRunner
 from user_game_module import Pile
@@ -60,7 +60,7 @@ def test_a_closed_standard_input_is_one_line_not_a_traceback():
 def test_draughts_multi_jump_in_pdn_and_end_of_input_quits_cleanly():
     """From an opening where Black's only move is a double capture: a simple move is refused
     with the legal moves, `8x15x24` is played whole, the AI replies, then the input ends."""
-    out = RUNNER.invoke(app, ["play", "draughts", "--simulations", "8",
+    out = RUNNER.invoke(app, ["play", "draughts", "--simulations", "8", *GUMBEL_NO_TABLE,
                               "--moves", HUMAN_JUMP_LINE], input="8-12\n?\n8x15x24\n")
     assert out.exit_code == 0, out.output
     assert "'8-12' is not legal here; legal moves: 8x15x24" in out.output
@@ -208,3 +208,14 @@ class TakeAway(Pile):
 
     def __init__(self):
         super().__init__(stones=4, max_take=2)
+
+
+def test_simulations_are_refused_for_a_model_that_searches_by_alphabeta():
+    """The shipped draughts model plays alpha-beta, which counts positions: `--simulations`
+    would be silently ignored, so it is refused in one line that names the two ways out."""
+    out = RUNNER.invoke(app, ["play", "draughts", "--simulations", "8"], input="")
+    assert out.exit_code == 2
+    assert out.output.splitlines()[-1] == (
+        "error: --simulations: this model searches by alpha-beta, which counts positions, not "
+        "simulations: give --set search.alphabeta_nodes=N, or --set search.algorithm=gumbel to "
+        "play its network's tree search")

@@ -324,3 +324,18 @@ def test_a_port_in_use_is_refused_naming_the_address():
         port = taken.getsockname()[1]
         with pytest.raises(OSError, match=rf"cannot listen on 127\.0\.0\.1:{port}: "):
             _check_address("127.0.0.1", port)
+
+
+def test_a_model_that_plays_alphabeta_is_served_by_its_networks_tree_search():
+    """The page's strengths are simulations: the shipped draughts model, alpha-beta by
+    default, is served with the same network and weights under Gumbel search."""
+    from azjax import Agent
+    from azjax.apps.serve import serve_service
+
+    shipped = Agent.load("draughts")
+    assert shipped.config.search.algorithm == "alphabeta"
+    served = serve_service(("draughts",)).agents["draughts"]
+    assert served.config.search.algorithm == "gumbel"
+    assert served.config.network == shipped.config.network
+    assert served.config.search.endgame_table == shipped.config.search.endgame_table
+    assert jax.tree.all(jax.tree.map(np.array_equal, served.params, shipped.params))

@@ -102,11 +102,17 @@ def _noise_pct(card_pct: float, count: int) -> float:
 
 
 def _check_arena_against_random(agent, card, num_games: int = 10,
-                                max_simulations: int = 64):
+                                max_simulations: int = 64, max_positions: int = 256):
     """A game without an oracle: its card's score against random, re-measured on a few games
-    (both colours) with the model's default simulations, capped at `max_simulations`: random
-    tests the network more than the search, and draughts' 256 took 100 s of the suite."""
+    (both colours) with the model's default search, capped at `max_simulations` (or, for
+    alpha-beta, `max_positions` a move and no endgame table): random tests the network more
+    than the search, and draughts' 256 simulations took 100 s of the suite."""
     assert "eval/vs_random/score" in card, "a model card without an oracle must score vs random"
+    search = agent.config.search
+    if search.algorithm == "alphabeta":
+        agent = agent.with_search([
+            f"search.alphabeta_nodes={min(search.alphabeta_nodes or max_positions, max_positions)}",
+            "search.endgame_table=0"])
     me = search_player(agent.search_fn, agent.params,
                        min(agent.num_simulations, max_simulations))
     result = play_arena(agent.env, me, random_player(agent.env), key=jax.random.PRNGKey(1),

@@ -212,6 +212,21 @@ def test_an_endgame_table_quiescence_or_alphabeta_is_refused_in_one_line(tmp_pat
     assert not (tmp_path / "page").exists()
 
 
+def test_every_setting_the_page_cannot_play_is_named_in_one_line(tmp_path):
+    """A model searching by alpha-beta with an endgame table (the shipped draughts model's
+    defaults): one line names both settings and the one export command that plays it."""
+    from azjax.apps.turns import untrained_agent
+
+    agent = untrained_agent(envs.make("draughts")).with_search(
+        ["search.algorithm=alphabeta", "search.endgame_table=4"])
+    with pytest.raises(WebExportError) as error:
+        export_web(agent, tmp_path / "page")
+    assert str(error.value) == (
+        "search.endgame_table, search.algorithm are not played in the browser: export with "
+        "--set search.endgame_table=0 --set search.algorithm=gumbel")
+    assert not (tmp_path / "page").exists()
+
+
 def test_the_cli_writes_a_folder_that_a_static_server_serves(exported, tmp_path):
     """`azjax export MODEL --web DIR` as a user runs it: the folder (page, runtime, graphs) and
     a line saying how to serve it; an option that does not apply is one line."""

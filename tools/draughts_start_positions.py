@@ -3,8 +3,9 @@
 goes by itself.
 
     CAKE=$(bash ../shared/engines/cake/build.sh)
-    python tools/draughts_start_positions.py draughts --against cb:$CAKE@0.1 --games 100 \
-        --seed 1 --out experiments/data/draughts_starts_vs_cake.txt
+    python tools/draughts_start_positions.py experiments/models/draughts_openspiel \
+        --against cb:$CAKE@0.1 --games 100 --seed 1 \
+        --out experiments/data/draughts_starts_vs_cake.txt
 
 The agent plays `--games` games against `--against` (an engine `cb:PATH[@SECONDS]` or a
 baseline such as `alphabeta:6`), each opening with paired random plies, both colours

@@ -512,6 +512,7 @@ def play(
 
     try:
         agent = load_play_agent(spec).with_search(set_ or [])
+        _check_tree_search(agent, simulations)
         if against is not None:
             from azjax.config import is_engine_name
             from azjax.evaluation.checkerboard import check_engine_opponent
@@ -526,6 +527,15 @@ def play(
                       movetime=movetime)
     except _user_errors() as error:
         _fail(error)
+
+
+def _check_tree_search(agent, simulations: int | None) -> None:
+    """Refuses `--simulations` for an agent that searches by alpha-beta, which reads none."""
+    if simulations is not None and agent.config.search.algorithm == "alphabeta":
+        raise ValueError(
+            "--simulations: this model searches by alpha-beta, which counts positions, not "
+            "simulations: give --set search.alphabeta_nodes=N, or --set search.algorithm=gumbel "
+            "to play its network's tree search")
 
 
 @app.command()

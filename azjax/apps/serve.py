@@ -470,7 +470,9 @@ def create_app(service: GameService):
 
 def serve_service(games: tuple[str, ...] = GAMES) -> GameService:
     """The service `azjax serve` runs: each game's agent (shipped model, else an untrained
-    network) at the strengths `SIMULATIONS`, the middle one by default.
+    network) at the strengths `SIMULATIONS`, the middle one by default. A model that plays
+    alpha-beta by default (the draughts model) is served with its network's Gumbel search,
+    whose strength the page sets by simulations.
 
     `games`: what `azjax play` takes, each: a registered game id (any game registered with
     `envs.register` is served the same way), a run or model dir (its game served by its
@@ -483,6 +485,8 @@ def serve_service(games: tuple[str, ...] = GAMES) -> GameService:
     agents: dict[str, Agent] = {}
     for spec in games:
         agent = load_play_agent(spec)
+        if agent.config.search.algorithm == "alphabeta":  # the strengths offered are simulations
+            agent = agent.with_search(["search.algorithm=gumbel"])
         name = spec if spec in envs.available() else agent.env.name
         if name in agents:
             raise ValueError(f"two of the games to serve are named {name!r} ({spec} and an "

@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from azjax.agent import Agent
+from azjax.agent import Agent, search_effort
 from azjax.apps.turns import ai_turn, batch_of_one, describe_turn, is_done, model_label
 from azjax.envs.core import jitted_step, winner_of
 
@@ -82,7 +82,7 @@ def _one_game(agent: Agent, *, human: int, simulations: int, start: str, key: ja
     if movetime is not None or agent.config.search.tree_reuse:
         player = agent.player(num_simulations=simulations, movetime=movetime)
     thinking = (f"thinking {movetime:g} s a move" if movetime is not None
-                else f"with {simulations} simulations")
+                else f"with {search_effort(agent.config.search, simulations)}")
     write(f"You play {names[human]}, the AI plays {names[1 - human]} {thinking}. "
           f"Type {env.move_hint}; '?' lists the legal moves, 'q' quits.")
     ply, shown = 0, None
@@ -193,7 +193,7 @@ def watch_engine(agent: Agent, engine: str, *, simulations: int | None = None,
         opponent.start(1)
         label = f"{opponent.engine_name!r} ({engine})" if opponent.engine_name else engine
         thinking = (f"thinking {movetime:g} s a move" if movetime is not None
-                    else f"with {simulations} simulations")
+                    else f"with {search_effort(agent.config.search, simulations)}")
         write(f"{env.name}: {model_label(agent)} plays {names[1 - seat]} {thinking}; the "
               f"engine {label} plays {names[seat]}, {opponent.seconds:g} s a move.")
         player = (agent.player(num_simulations=simulations, movetime=movetime)

@@ -155,9 +155,10 @@ def _check_supported(agent: Agent) -> None:
         ("search.quiescence", search.quiescence, "0"),
         ("search.algorithm", search.algorithm == "alphabeta", "gumbel")) if value]
     if unsupported:
-        name, off = unsupported[0]
-        raise WebExportError(f"{name} is not played in the browser: export with --set "
-                             f"{name}={off}")
+        names = ", ".join(name for name, _ in unsupported)
+        fix = " ".join(f"--set {name}={off}" for name, off in unsupported)
+        verb = "is" if len(unsupported) == 1 else "are"
+        raise WebExportError(f"{names} {verb} not played in the browser: export with {fix}")
 
 
 def _to_onnx(name: str, env: Env, fn: Callable, specs: list, inputs: list[str],

@@ -14,7 +14,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from azjax.agent import Agent
+from azjax.agent import Agent, search_effort
 from azjax.config import is_engine_name
 from azjax.evaluation.arena import (
     arena_devices,
@@ -98,7 +98,7 @@ def measure_agent(agent: Agent, *, against: list[str], oracle: str | None, games
         opponent_movetime = movetime
     clock = f", {movetime} s per move" if movetime is not None else ""
     clock = ", at equal time with each opponent" if equal_time else clock
-    emit(f"{agent!r}, evaluated with {_effort(agent, sims)}{clock}")
+    emit(f"{agent!r}, evaluated with {search_effort(agent.config.search, sims)}{clock}")
     metrics: dict[str, Any] = {"eval/num_simulations": sims}
     if movetime is not None:
         metrics["eval/movetime"] = movetime
@@ -116,17 +116,6 @@ def measure_agent(agent: Agent, *, against: list[str], oracle: str | None, games
                  movetime=movetime, opponent_movetime=opponent_movetime,
                  equal_time=equal_time)
     return metrics, lines
-
-
-def _effort(agent: Agent, sims: int) -> str:
-    """How hard the agent searches, for the first line: simulations, or alpha-beta's depth
-    and node budget."""
-    search = agent.config.search
-    if search.algorithm == "alphabeta":
-        budget = (f", at most {search.alphabeta_nodes} positions a move"
-                  if search.alphabeta_nodes else "")
-        return f"alpha-beta to depth {search.alphabeta_depth} (whole moves){budget}"
-    return f"{sims} simulations"
 
 
 def _check_arenas(agent: Agent, opponents: list[str], opponent_simulations: int | None,

@@ -11,7 +11,12 @@ from typing import Any
 import jax
 import numpy as np
 
-from azjax.agent import default_simulations, resolve_model_dir, with_search_overrides
+from azjax.agent import (
+    default_simulations,
+    resolve_model_dir,
+    search_effort,
+    with_search_overrides,
+)
 from azjax.model_files import CheckpointError, load_model, save_model
 from azjax.training.metrics import machine_description, read_metrics
 
@@ -96,7 +101,8 @@ def _provenance(run_dir: Path, source: Path, params: Any, config, meta: dict[str
         "num_simulations": num_simulations or default_simulations(config),
         "search": {key: getattr(config.search, key) for key in (
             "algorithm", "contempt", "material_utility", "symmetry_average", "greedy_action",
-            "prior_temperature", "endgame_table", "quiescence", "quiescence_moves")},
+            "prior_temperature", "endgame_table", "quiescence", "quiescence_moves",
+            "alphabeta_depth", "alphabeta_nodes")},
         "seed": config.seed,
         "num_params": sum(int(leaf.size) for leaf in jax.tree.leaves(params)),
         # Self-play searches: one per position, each with the training search's simulations.
@@ -220,7 +226,8 @@ def _what_it_is(config, extra: dict, storage_dtype: str) -> list[str]:
         "a policy-and-value network that guides a tree search.",
         "",
         f"- network: {shape}, {extra['num_params']:,} parameters stored as {storage_dtype}",
-        f"- search: {search.algorithm}, {extra['num_simulations']} simulations by default"
+        "- search: " + ("" if search.algorithm == "alphabeta" else f"{search.algorithm}, ")
+        + f"{search_effort(search, extra['num_simulations'])} by default"
         + (f", contempt {search.contempt} (draws scored against it)" if search.contempt else "")
         + (f", material utility {search.material_utility} (outcome + that x the final"
            " material difference)" if search.material_utility else "")
@@ -311,8 +318,9 @@ def _reproduce(config, extra: dict, spec: str) -> list[str]:
     lines = ["## Reproduce", "", "```bash", *commands, "```", ""]
     if at_export:
         oracle = any(k.startswith("eval/oracle/") for k in evaluation)
-        lines.append(f"They search with the model's default {extra['num_simulations']} "
-                     "simulations and seed 0, as the export does by default; "
+        effort = search_effort(config.search, extra["num_simulations"])
+        lines.append(f"They search with the model's default search ({effort}) and seed 0, as "
+                     "the export does by default; "
                      + ("oracle scores are deterministic, " if oracle else "")
                      + "arena scores repeat on the same device count"
                      + (f" ({devices})" if devices > 1 else "") + ".")
@@ -367,11 +375,18 @@ def _training(config, extra: dict, run_dir: Path | None) -> list[str]:
 
 def _limits(config, extra: dict) -> list[str]:
     evaluation = extra.get("eval") or {}
-    lines = ["## Limits", "",
-             f"- The results hold at {extra['num_simulations']} simulations per move. Fewer "
-             "search less deep: `azjax play --simulations N`, `Agent.act(..., "
-             "num_simulations=N)` and the web app's strengths (`azjax serve`, its own fixed "
-             "simulation counts) play at other strengths than this card's."]
+    if config.search.algorithm == "alphabeta":
+        effort = ("- The results hold for the model's alpha-beta search "
+                  f"({search_effort(config.search, extra['num_simulations'])}). Another "
+                  "depth or budget (`--set search.alphabeta_nodes=N`) and the web app "
+                  "(`azjax serve`: the network's Gumbel search at its own fixed simulation "
+                  "counts) play at other strengths than this card's.")
+    else:
+        effort = (f"- The results hold at {extra['num_simulations']} simulations per move. "
+                  "Fewer search less deep: `azjax play --simulations N`, `Agent.act(..., "
+                  "num_simulations=N)` and the web app's strengths (`azjax serve`, its own "
+                  "fixed simulation counts) play at other strengths than this card's.")
+    lines = ["## Limits", "", effort]
     if not any(k.startswith("eval/oracle/") for k in evaluation):
         lines.append("- Measured against baselines only, not against perfect play.")
     if "eval/oracle/raw_error" in evaluation:
@@ -392,7 +407,7 @@ def _load_and_play(config, spec: str) -> list[str]:
             "from azjax.agent import states_from_moves", "",
             f"agent = azjax.Agent.load({load})",
             "states = states_from_moves(agent.env, [[]])  # the start; or a list of moves",
-            "move = agent.act(jax.random.PRNGKey(0), states)  # at the default simulations",
+            "move = agent.act(jax.random.PRNGKey(0), states)  # with the default search",
             "print(agent.env.action_to_str(int(move[0])))", "```", "", "```bash",
             f"azjax play {command_spec}          # in the terminal",
             f"azjax eval {command_spec} --against greedy",
