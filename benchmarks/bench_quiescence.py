@@ -1,7 +1,8 @@
 """What quiescence costs a model's search: seconds per batched search, plain and with
 `search.quiescence` / `search.quiescence_moves` settings.
 
-    python benchmarks/bench_quiescence.py [--model draughts] [--batch 100] [--plies 20]
+    python benchmarks/bench_quiescence.py [--model experiments/models/draughts_openspiel]
+        [--batch 100] [--plies 20]
         [--simulations 1024] [--rounds 2]
         [--variants "" "quiescence=1" "quiescence=2,quiescence_moves=2" ...]
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from pathlib import Path
 
 import jax
 import numpy as np
@@ -26,10 +28,14 @@ from azjax.envs.core import random_positions
 from azjax.envs.forced import forced_moves_played
 from azjax.training.metrics import machine_description
 
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default="draughts")
+    # Quiescence belongs to the tree search: by default, the draughts model that plays one.
+    parser.add_argument("--model", default=str(REPO_ROOT / "experiments" / "models"
+                                               / "draughts_openspiel"))
     parser.add_argument("--batch", type=int, default=100)
     parser.add_argument("--plies", type=int, default=20)
     parser.add_argument("--simulations", type=int, default=1024)
