@@ -3,9 +3,9 @@
     python benchmarks/bench_web.py [--games tic_tac_toe connect_four draughts hexapawn]
                                    [--positions 5] [--screenshot docs/images/web-connect-four.png]
 
-Per game (its shipped model; hexapawn: examples/hexapawn_model; a model that plays alpha-beta,
-which the page has not, with its network's Gumbel search and no endgame table, as `azjax
-export --web` asks for): the export's wall time, the
+Per game (its shipped model, hexapawn's examples/hexapawn_model; a model that plays alpha-beta
+is exported with its network's Gumbel search and no endgame table, which is what `azjax export
+--web` asks of it, the page having neither): the export's wall time, the
 folder's size (all of it, and without the onnxruntime-web runtime every page carries), the
 page's load time (from navigation to "Your move.", a fresh browser profile, files from a local
 static server), and the AI's time per move at each strength the page offers (median over
