@@ -83,7 +83,7 @@ def export_model(run_dir: str | Path, snapshot: str | None, to: str | Path, *,
             extra["training_eval"] = earlier
         extra["eval"] = {"eval/measured_at": "export", **metrics}
     card = model_card(config, extra, storage_dtype, trained=trained, run_dir=run_dir,
-                 spec=_model_spec(to, config.game))
+                      spec=_model_spec(to, config.game))
     return save_model(to, params, config, extra, storage_dtype=storage_dtype,
                       text_files={"MODEL_CARD.md": card})
 
