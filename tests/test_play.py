@@ -219,3 +219,39 @@ def test_simulations_are_refused_for_a_model_that_searches_by_alphabeta():
         "error: --simulations: this model searches by alpha-beta, which counts positions, not "
         "simulations: give --set search.alphabeta_nodes=N, or --set search.algorithm=gumbel to "
         "play its network's tree search")
+
+
+def test_a_game_starts_from_a_position_in_the_games_notation():
+    """`--position FEN`: the game starts there, `--first` names who is to move in it (the human
+    plays White here, who is to move), and the game ends by the rules from there; a bad FEN
+    or a game without a notation for positions is one line naming `--position`."""
+    out = RUNNER.invoke(app, ["play", "draughts", "--simulations", "8", *GUMBEL_NO_TABLE,
+                              "--position", "W:W18:B14"], input="?\n18x9\n")
+    assert out.exit_code == 0, out.output
+    assert "You play White" in out.output and "Legal moves: 18x9" in out.output
+    assert "You play 18x9" in out.output and "Result: you win!" in out.output
+    out = RUNNER.invoke(app, ["play", "draughts", "--simulations", "8", *GUMBEL_NO_TABLE,
+                              "--position", "B:W18:B14", "--first", "ai"], input="")
+    assert out.exit_code == 0, out.output
+    assert "You play White" in out.output and "AI plays 14x23" in out.output
+    assert "Result: the AI wins." in out.output
+    out = RUNNER.invoke(app, ["play", "draughts", "--position", "W:18:B14"])
+    assert out.exit_code == 2 and "--position: each FEN side starts with B or W" in out.output
+    out = RUNNER.invoke(app, ["play", "tic_tac_toe", "--position", "x"])
+    assert out.exit_code == 2
+    assert "--position: tic_tac_toe has no notation for positions" in out.output
+
+
+def test_moves_are_played_from_the_position_and_first_names_who_is_to_move():
+    from azjax.apps.terminal import seat_of
+
+    draughts = envs.make("draughts")
+    state = parse_start(draughts, "18-14 2-6", "W:W18,24,K27:B12,16,K2")
+    assert draughts.to_fen(state) == "W:W14,24,K27:BK6,12,16"
+    assert seat_of(state, "human") == 1 and seat_of(state, "ai") == 0
+    start = draughts.init(jax.random.PRNGKey(0))
+    assert seat_of(start, "human") == 0  # from the game's start the human plays Black
+    with pytest.raises(ValueError, match="--moves: turn 2 \\(.2-9.\\)"):
+        parse_start(draughts, "18-14 2-9", "W:W18,24,K27:B12,16,K2")
+    with pytest.raises(ValueError, match="--first must be 'human' or 'ai', got 'me'"):
+        seat_of(start, "me")

@@ -493,10 +493,15 @@ def play(
     set_: Annotated[list[str] | None, typer.Option(
         "--set", help="Change how the AI searches, e.g. --set search.tree_reuse=true "
                       "--set search.solver=true (its network and game stay)")] = None,
-    first: Annotated[str, typer.Option(help="Who moves first: human | ai")] = "human",
+    first: Annotated[str, typer.Option(
+        help="Who moves first (from --position and --moves: who is to move): human | ai")
+    ] = "human",
     moves: Annotated[str, typer.Option(
         help="Opening moves in human notation before play starts, e.g. '5 1' or '9-13 22-18'")
     ] = "",
+    position: Annotated[str, typer.Option(
+        help="Start from this position in the game's notation (draughts: a FEN such as "
+             "'W:W18,24,K27:B12,16,K2', White to move); --moves are played from it")] = "",
     seed: Annotated[int, typer.Option()] = 0,
     against: Annotated[str | None, typer.Option(
         help="Watch the agent play an external checkers engine, cb:PATH[@SECONDS] (draughts; "
@@ -521,10 +526,10 @@ def play(
                 raise ValueError(f"--against takes an engine, cb:PATH[@SECONDS]; got {against!r}")
             check_engine_opponent(agent.env, against)
             watch_engine(agent, against, simulations=simulations, first=first, start=moves,
-                         seed=seed, movetime=movetime)
+                         position=position, seed=seed, movetime=movetime)
             return
-        play_terminal(agent, simulations=simulations, first=first, start=moves, seed=seed,
-                      movetime=movetime)
+        play_terminal(agent, simulations=simulations, first=first, start=moves,
+                      position=position, seed=seed, movetime=movetime)
     except _user_errors() as error:
         _fail(error)
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Callable, Iterable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -57,10 +58,12 @@ def _stdout_write(text: str) -> None:
     print(text, flush=True)
 
 
-def parse_start(env, text: str):
+def parse_start(env, text: str, position: str = ""):
     """The position after `text`, whole turns in human notation separated by spaces or commas
-    (e.g. `5 1 9` or `11-15 23-19`). Raises ValueError naming the turn that failed."""
-    state = env.init(jax.random.PRNGKey(0))
+    (e.g. `5 1 9` or `11-15 23-19`), played from `position` in the game's notation
+    (`Env.parse_position`; draughts: a FEN) or, when it is empty, from the game's start.
+    Raises ValueError naming the position or the turn that failed."""
+    state = _start_position(env, position) if position else env.init(jax.random.PRNGKey(0))
     for index, move in enumerate(t for t in re.split(r"[\s,]+", text.strip()) if t):
         try:
             actions = env.parse_move(state, move)
@@ -71,13 +74,31 @@ def parse_start(env, text: str):
     return state
 
 
-def _one_game(agent: Agent, *, human: int, simulations: int, start: str, key: jax.Array,
+def _start_position(env, position: str):
+    """`position` read by `Env.parse_position`; a bad one, or a game with no notation for
+    positions, is a ValueError naming `--position`."""
+    try:
+        return env.parse_position(position)
+    except (ValueError, NotImplementedError) as error:
+        raise ValueError(f"--position: {error}") from None
+
+
+def seat_of(state, first: str) -> int:
+    """The player (0 or 1) of whoever `first` names ("human" or "ai") when that one is to
+    move in `state`, the start of a game: from a game's start, "human" is player 0."""
+    if first not in ("human", "ai"):
+        raise ValueError(f"--first must be 'human' or 'ai', got {first!r}")
+    mover = int(state.current_player)
+    return mover if first == "human" else 1 - mover
+
+
+def _one_game(agent: Agent, *, human: int, simulations: int, start: Any, key: jax.Array,
               read: Read, write: Write, movetime: float | None = None) -> bool:
     """Plays one game; False when the human quit or the input ended. With `movetime`, or a
     model that keeps its tree (`search.tree_reuse`), the AI is an `Agent.player`."""
     env = agent.env
     names = env.player_names
-    state = parse_start(env, start) if start else env.init(jax.random.PRNGKey(0))
+    state = start
     player = None
     if movetime is not None or agent.config.search.tree_reuse:
         player = agent.player(num_simulations=simulations, movetime=movetime)
@@ -127,26 +148,29 @@ def _one_game(agent: Agent, *, human: int, simulations: int, start: str, key: ja
 
 
 def play_terminal(agent: Agent, *, simulations: int | None = None, first: str = "human",
-                  start: str = "", seed: int = 0, read: Read | None = None,
-                  write: Write | None = None, movetime: float | None = None) -> int:
+                  start: str = "", position: str = "", seed: int = 0,
+                  read: Read | None = None, write: Write | None = None,
+                  movetime: float | None = None) -> int:
     """Plays games until the human declines another one, quits, or the input ends.
 
-    first: "human" (the human plays player 0, who moves first) or "ai". start: opening moves
-    in human notation played before the game begins. movetime: the AI thinks this many
-    seconds a move instead of searching `simulations`. Returns the number of games finished.
+    first: who is to move when the game begins, "human" or "ai" (from the game's start,
+    "human" plays player 0). start: opening moves in human notation played before the game
+    begins, from `position` (the game's notation, `Env.parse_position`; draughts: a FEN) or
+    from the game's start. movetime: the AI thinks this many seconds a move instead of
+    searching `simulations`. Returns the number of games finished.
+
+    Raises:
+      ValueError: a bad `first`, `position` or `start` (before the first prompt).
     """
-    if first not in ("human", "ai"):
-        raise ValueError(f"--first must be 'human' or 'ai', got {first!r}")
+    begin = parse_start(agent.env, start, position)
+    human = seat_of(begin, first)
     read, write = read or _stdin_read, write or _stdout_write
-    if start:
-        parse_start(agent.env, start)  # a bad opening fails before the first prompt
     simulations = agent.search_simulations(simulations)
     write(f"{agent.env.name}: playing against {model_label(agent)}.")
     root = jax.random.PRNGKey(seed)
     finished = 0
     for game in _games():
-        human = 0 if first == "human" else 1
-        if not _one_game(agent, human=human, simulations=simulations, start=start,
+        if not _one_game(agent, human=human, simulations=simulations, start=begin,
                          key=jax.random.fold_in(root, game), read=read, write=write,
                          movetime=movetime):
             break
@@ -166,29 +190,27 @@ def _games() -> Iterable[int]:
 
 
 def watch_engine(agent: Agent, engine: str, *, simulations: int | None = None,
-                 first: str = "human", start: str = "", seed: int = 0,
+                 first: str = "human", start: str = "", position: str = "", seed: int = 0,
                  write: Write | None = None, movetime: float | None = None) -> int | None:
     """One game of the agent against an external engine (``cb:PATH[@SECONDS]``, draughts),
     printed move by move: the engine takes the human's seat (`first` "human": the engine
-    moves first; "ai": the agent does).
+    moves first; "ai": the agent does), from `start` and `position` as in `play_terminal`.
 
     Returns:
       The winner (0 or 1, `Env.player_names`' order), None for a draw. A game the engine
       forfeits (a crash, a hang, an illegal move: one line) is the agent's.
 
     Raises:
-      ValueError: a bad `first` or `start`, another game than draughts, or an engine that
-        cannot be started.
+      ValueError: a bad `first`, `position` or `start`, another game than draughts, or an
+        engine that cannot be started.
     """
     from azjax.evaluation.checkerboard import engine_player
 
-    if first not in ("human", "ai"):
-        raise ValueError(f"--first must be 'human' or 'ai', got {first!r}")
     write = write or _stdout_write
     env, names = agent.env, agent.env.player_names
-    state = parse_start(env, start) if start else env.init(jax.random.PRNGKey(0))
+    state = parse_start(env, start, position)
+    seat = seat_of(state, first)
     simulations = agent.search_simulations(simulations)
-    seat = 0 if first == "human" else 1
     with engine_player(env, engine, report=write) as opponent:
         opponent.start(1)
         label = f"{opponent.engine_name!r} ({engine})" if opponent.engine_name else engine
