@@ -378,6 +378,13 @@ def test_play_shows_the_agent_against_an_engine(built, tmp_path):
     assert any(line.startswith("Engine plays ") for line in lines)
     assert any(line.startswith("AI plays ") for line in lines)
     assert lines[-1] in ("Result: draw.", "Result: the engine wins.", "Result: the AI wins.")
+    # From a position (a FEN): the engine is to move (`--first human`) and must capture.
+    result = RUNNER.invoke(app, ["play", "draughts", "--against", f"cb:{library}@0.1",
+                                 "--simulations", "2", "--position", "W:W18:B14",
+                                 *GUMBEL_NO_TABLE])
+    assert result.exit_code == 0, result.output
+    assert "Engine plays 18x9" in result.output
+    assert result.output.splitlines()[-1] == "Result: the engine wins."
     refused = RUNNER.invoke(app, ["play", "draughts", "--against", "random"])
     assert refused.exit_code == 2
     assert refused.output.splitlines()[-1] == ("error: --against takes an engine, "
