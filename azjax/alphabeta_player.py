@@ -30,6 +30,7 @@ from azjax.engine_player import Move, SearchPlayer, check_movetime, timed_chunk
 __all__ = ["AlphaBetaPlayer"]
 
 _FIRST_CHUNK = 64  # positions per chunk until a move has measured the speed
+LINE_ACTIONS = 24  # the most actions of a move's expected line (`Move.line`)
 _NO_BUDGET = int(np.iinfo(np.int32).max)
 
 # Ahead-of-time compiled programs, shared by the players of an engine:
@@ -70,7 +71,8 @@ class AlphaBetaPlayer(SearchPlayer):
 
     def move(self, key: jax.Array, states: Any) -> Move:
         """Searches every game of `states` [B] and returns the moves: `Move.simulations` the
-        positions each game searched, `Move.depth` its deepest finished step."""
+        positions each game searched, `Move.depth` its deepest finished step, `Move.line`
+        the line it expects (its move first)."""
         start, run, finish = self._programs(key, states)
         budget = self.nodes or _NO_BUDGET
         clock = self._given_clock or engine_player.now  # read now: tests replace it
@@ -87,12 +89,13 @@ class AlphaBetaPlayer(SearchPlayer):
                     break
                 if clock() - began >= self.movetime:
                     break
-        output, depth = jax.device_get(finish(self.variables, states, carry))
+        output, depth, line = jax.device_get(finish(self.variables, states, carry))
         seconds = clock() - began
         searched = np.asarray(output.visit_counts).sum(axis=-1)
         if seconds > 0 and searched.size and searched.max() > 0:
             self._rate = float(searched.max()) / seconds
-        return Move(np.asarray(output.action), output, searched, seconds, depth=np.asarray(depth))
+        return Move(np.asarray(output.action), output, searched, seconds, depth=np.asarray(depth),
+                    line=np.asarray(line))
 
     def played(self, actions: Any) -> None:
         """Nothing is kept between moves (each search starts afresh)."""
@@ -124,8 +127,11 @@ class AlphaBetaPlayer(SearchPlayer):
 
             run = jax.jit(run, donate_argnums=(1,)).lower(
                 self.variables, carry, jnp.int32(0)).compile()
-            finish = jax.jit(lambda variables, states, carry: (
-                engine.finish(variables, states, carry), engine.depth(carry))).lower(
-                self.variables, states, carry).compile()
+            def finish(variables: Any, states: Any, carry: Any) -> tuple[Any, Any, Any]:
+                output = engine.finish(variables, states, carry)
+                return (output, engine.depth(carry),
+                        engine.line(carry, output.action, LINE_ACTIONS))
+
+            finish = jax.jit(finish).lower(self.variables, states, carry).compile()
             _PROGRAMS[name] = (start, run, finish)
         return _PROGRAMS[name]

@@ -77,6 +77,8 @@ class Move:
         encoding, `azjax.core.search`), or None without the solver.
       depth: int [B], an alpha-beta search's deepest finished step, in whole moves (its
         `simulations` are the positions it searched); None for a tree search.
+      line: int32 [B, P], an alpha-beta search's expected line of actions from the root, its
+        move first, -1 after it ends (`azjax.core.alphabeta_line`); None for a tree search.
     """
 
     action: np.ndarray
@@ -85,6 +87,7 @@ class Move:
     seconds: float
     proven: np.ndarray | None = None
     depth: np.ndarray | None = None
+    line: np.ndarray | None = None
 
 
 class SearchPlayer(abc.ABC):

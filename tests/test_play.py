@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 
@@ -219,6 +220,33 @@ def test_simulations_are_refused_for_a_model_that_searches_by_alphabeta():
         "error: --simulations: this model searches by alpha-beta, which counts positions, not "
         "simulations: give --set search.alphabeta_nodes=N, or --set search.algorithm=gumbel to "
         "play its network's tree search")
+
+
+def test_an_alphabeta_turn_shows_its_depth_its_positions_and_its_line():
+    """The shipped draughts model (alpha-beta): its turn prints how deep it searched, how many
+    positions, and the line it expects in PDN, its own multi-jump written whole; the line's
+    moves, replayed, are legal."""
+    from azjax.apps.turns import line_moves
+
+    out = RUNNER.invoke(app, ["play", "draughts", "--first", "ai", "--position",
+                              "B:W18,27,31:B14,1", "--set", "search.endgame_table=0",
+                              "--set", "search.alphabeta_nodes=64"], input="")
+    assert out.exit_code == 0, out.output
+    said = re.search(r"AI plays 14x23x32   \(score ([+-]\d\.\d\d) at depth (\d+), (\d+) "
+                     r"positions; line (.*)\)", out.output)
+    assert said, out.output
+    assert 1 <= int(said[2]) <= 12 and 1 <= int(said[3]) <= 64
+    line = said[4].split()
+    assert line[0] == "14x23x32"
+    draughts = envs.make("draughts")
+    state = draughts.from_fen("B:W18,27,31:B14,1")
+    for move in line:  # each a legal whole move in turn
+        for action in draughts.parse_move(state, move):
+            state = draughts.step(state, action)
+    hops = [127, 155, 95]  # 14x23, 23x32 (one move of two actions), then White's 31-27
+    assert line_moves(draughts, draughts.from_fen("B:W18,27,31:B14,1"), hops) == [
+        "14x23x32", "31-27"]
+    assert line_moves(draughts, draughts.from_fen("B:W18,27,31:B14,1"), [127]) == ["14x23"]
 
 
 def test_a_game_starts_from_a_position_in_the_games_notation():

@@ -92,16 +92,24 @@ def seat_of(state, first: str) -> int:
     return mover if first == "human" else 1 - mover
 
 
+def _engine(agent: Agent, simulations: int, movetime: float | None) -> Any:
+    """The `Agent.player` the AI searches with, or None for its plain search: a clock, a kept
+    tree and alpha-beta (whose player reports its depth and line) need one."""
+    search = agent.config.search
+    if movetime is not None or search.tree_reuse or search.algorithm == "alphabeta":
+        return agent.player(num_simulations=simulations, movetime=movetime)
+    return None
+
+
 def _one_game(agent: Agent, *, human: int, simulations: int, start: Any, key: jax.Array,
               read: Read, write: Write, movetime: float | None = None) -> bool:
-    """Plays one game; False when the human quit or the input ended. With `movetime`, or a
-    model that keeps its tree (`search.tree_reuse`), the AI is an `Agent.player`."""
+    """Plays one game; False when the human quit or the input ended. With `movetime`, a
+    model that keeps its tree (`search.tree_reuse`) or one that searches by alpha-beta (its
+    depth and line are shown), the AI is an `Agent.player`."""
     env = agent.env
     names = env.player_names
     state = start
-    player = None
-    if movetime is not None or agent.config.search.tree_reuse:
-        player = agent.player(num_simulations=simulations, movetime=movetime)
+    player = _engine(agent, simulations, movetime)
     thinking = (f"thinking {movetime:g} s a move" if movetime is not None
                 else f"with {search_effort(agent.config.search, simulations)}")
     write(f"You play {names[human]}, the AI plays {names[1 - human]} {thinking}. "
@@ -115,7 +123,7 @@ def _one_game(agent: Agent, *, human: int, simulations: int, start: Any, key: ja
         if int(state.current_player) != human:
             turn = ai_turn(agent, state, jax.random.fold_in(key, ply),
                            num_simulations=simulations, player=player)
-            write(describe_turn(env, turn))
+            write(describe_turn(env, turn, state))
             state, ply = turn.state, ply + 1
             continue
         line = read("Your move: ")
@@ -218,8 +226,7 @@ def watch_engine(agent: Agent, engine: str, *, simulations: int | None = None,
                     else f"with {search_effort(agent.config.search, simulations)}")
         write(f"{env.name}: {model_label(agent)} plays {names[1 - seat]} {thinking}; the "
               f"engine {label} plays {names[seat]}, {opponent.seconds:g} s a move.")
-        player = (agent.player(num_simulations=simulations, movetime=movetime)
-                  if movetime is not None or agent.config.search.tree_reuse else None)
+        player = _engine(agent, simulations, movetime)
         ply, key = 0, jax.random.PRNGKey(seed)
         while not is_done(state):
             write("")
@@ -227,7 +234,7 @@ def watch_engine(agent: Agent, engine: str, *, simulations: int | None = None,
             if int(state.current_player) != seat:
                 turn = ai_turn(agent, state, jax.random.fold_in(key, ply),
                                num_simulations=simulations, player=player)
-                write(describe_turn(env, turn))
+                write(describe_turn(env, turn, state))
                 state = turn.state
             else:
                 state = _engine_turn(env, opponent, state, player, write)

@@ -35,6 +35,7 @@ __all__ = [
     "describe_turn",
     "has_shipped_model",
     "is_done",
+    "line_moves",
     "load_play_agent",
     "names_a_game",
     "top_moves",
@@ -119,6 +120,11 @@ class Turn:
     value: float  # the AI's expected score in [-1, 1] (the first search's root value)
     policy: np.ndarray  # float32 [A]: the first search's policy
     visits: np.ndarray  # int32 [A]: the first search's root visit counts
+    # An alpha-beta search's (None for a tree search): the deepest step it finished (whole
+    # moves), the positions it searched and the line of actions it expects, its move first.
+    depth: int | None = None
+    positions: int | None = None
+    line: list[int] | None = None
 
 
 def ai_turn(agent: Agent, state: Any, key: jax.Array, *, num_simulations: int,
@@ -135,14 +141,15 @@ def ai_turn(agent: Agent, state: Any, key: jax.Array, *, num_simulations: int,
     mover = int(state.current_player)
     step = jitted_step(agent.env)
     actions: list[int] = []
-    first = None
+    first, searched = None, None
     while not is_done(state) and int(state.current_player) == mover:
         key, search_key = jax.random.split(key)
         if player is None:
             out = agent.search_output(search_key, batch_of_one(state),
                                       num_simulations=num_simulations)
         else:
-            out = player.move(search_key, batch_of_one(state)).output
+            move = player.move(search_key, batch_of_one(state))
+            out, searched = move.output, (move if first is None else searched)
         if first is None:
             first = out
         action = int(out.action[0])
@@ -150,9 +157,14 @@ def ai_turn(agent: Agent, state: Any, key: jax.Array, *, num_simulations: int,
         if player is not None:
             player.played(jnp.asarray([action], jnp.int32))
         state = step(state, jnp.int32(action))
+    extra = {}
+    if searched is not None and searched.line is not None:  # an alpha-beta search
+        line = np.asarray(searched.line[0])
+        extra = dict(depth=int(searched.depth[0]), positions=int(searched.simulations[0]),
+                     line=[int(a) for a in line[line >= 0]])
     return Turn(actions=actions, state=state, value=float(first.value[0]),
                 policy=np.asarray(first.policy[0], np.float32),
-                visits=np.asarray(first.visit_counts[0], np.int32))
+                visits=np.asarray(first.visit_counts[0], np.int32), **extra)
 
 
 def top_moves(env: Env, visits: np.ndarray, k: int = 3) -> list[tuple[str, float]]:
@@ -162,8 +174,34 @@ def top_moves(env: Env, visits: np.ndarray, k: int = 3) -> list[tuple[str, float
     return [(env.action_to_str(int(a)), float(visits[a]) / total) for a in order if visits[a]]
 
 
-def describe_turn(env: Env, turn: Turn) -> str:
-    """`AI plays 5   (expected score +0.12; top moves 5 62%, 1 20%, 9 10%)`."""
+def describe_turn(env: Env, turn: Turn, start: Any = None) -> str:
+    """`AI plays 5   (expected score +0.12; top moves 5 62%, 1 20%, 9 10%)`; an alpha-beta
+    turn: `AI plays 11-15   (score +0.12 at depth 7, 8000 positions; line 11-15 23-19 8-11)`,
+    its line written move by move from `start` (the position the AI moved from; without it,
+    action by action)."""
+    if turn.line is not None:
+        line = " ".join(line_moves(env, start, turn.line)) if start is not None else \
+            " ".join(env.action_to_str(a) for a in turn.line)
+        return (f"AI plays {env.format_move(turn.actions)}   (score {turn.value:+.2f} at depth "
+                f"{turn.depth}, {turn.positions} positions; line {line})")
     tops = ", ".join(f"{name} {share:.0%}" for name, share in top_moves(env, turn.visits))
     return (f"AI plays {env.format_move(turn.actions)}   (expected score "
             f"{turn.value:+.2f}; top moves {tops})")
+
+
+def line_moves(env: Env, state: Any, line: list[int]) -> list[str]:
+    """A line of actions from `state` in the game's notation, whole move by whole move (a
+    draughts multi-jump's hops as one capture); a last move cut short is written as far as
+    it goes."""
+    step = jitted_step(env)
+    moves, hops = [], []
+    for action in line:
+        mover = int(state.current_player)
+        hops.append(action)
+        state = step(state, jnp.int32(action))
+        if is_done(state) or int(state.current_player) != mover:
+            moves.append(env.format_move(hops))
+            hops = []
+    if hops:
+        moves.append(env.format_move(hops))
+    return moves

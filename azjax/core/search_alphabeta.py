@@ -37,6 +37,7 @@ from azjax.core.alphabeta import (
     alphabeta_searching,
     alphabeta_start,
 )
+from azjax.core.alphabeta_line import alphabeta_line
 from azjax.core.endgames import endgame_adjudicator, table_root_actions
 from azjax.core.network import ApplyFn
 from azjax.core.search_apply import material_utility_apply
@@ -65,7 +66,9 @@ class AlphaBetaEngine:
     - ``finish(variables, states[B], carry) -> SearchOutput``: the moves from each game's
       deepest finished step (the table's move at a root it solves), its `visit_counts` the
       positions searched, all on the chosen move;
-    - ``depth(carry) -> int32 [B]``: the deepest step each game finished.
+    - ``depth(carry) -> int32 [B]``: the deepest step each game finished;
+    - ``line(carry, first, length) -> int32 [B, length]``: each game's expected line from
+      `first` (its move played), -1 padded (`azjax.core.alphabeta_line`; `length` static).
     """
 
     start: Callable[..., Any]
@@ -73,6 +76,7 @@ class AlphaBetaEngine:
     searching: Callable[..., jax.Array]
     finish: Callable[..., SearchOutput]
     depth: Callable[..., jax.Array]
+    line: Callable[..., jax.Array]
     config: SearchConfig
     num_actions: int
 
@@ -115,8 +119,10 @@ def make_alphabeta_engine(env: Env, apply_fn: ApplyFn, config: SearchConfig) -> 
         ), env.num_actions)
 
     return AlphaBetaEngine(start=start, run=run, searching=alphabeta_searching, finish=finish,
-                           depth=lambda carry: alphabeta_result(carry).depth, config=config,
-                           num_actions=env.num_actions)
+                           depth=lambda carry: alphabeta_result(carry).depth,
+                           line=lambda carry, first, length: alphabeta_line(walked, carry, first,
+                                                                            length),
+                           config=config, num_actions=env.num_actions)
 
 
 def make_alphabeta_search(env: Env, apply_fn: ApplyFn, config: SearchConfig):
