@@ -381,10 +381,13 @@ def test_play_shows_the_agent_against_an_engine(built, tmp_path):
     # From a position (a FEN): the engine is to move (`--first human`) and must capture.
     result = RUNNER.invoke(app, ["play", "draughts", "--against", f"cb:{library}@0.1",
                                  "--simulations", "2", "--position", "W:W18:B14",
-                                 *GUMBEL_NO_TABLE])
+                                 "--pdn", str(tmp_path / "watched.pdn"), *GUMBEL_NO_TABLE])
     assert result.exit_code == 0, result.output
     assert "Engine plays 18x9" in result.output
-    assert result.output.splitlines()[-1] == "Result: the engine wins."
+    assert result.output.splitlines()[-2] == "Result: the engine wins."
+    saved = (tmp_path / "watched.pdn").read_text()
+    assert f'[White "\'azjax test engine\' (cb:{library}@0.1)"]' in saved
+    assert '[Result "0-1"]' in saved and saved.endswith("\n\n1... 18x9 0-1\n\n")
     refused = RUNNER.invoke(app, ["play", "draughts", "--against", "random"])
     assert refused.exit_code == 2
     assert refused.output.splitlines()[-1] == ("error: --against takes an engine, "

@@ -502,6 +502,9 @@ def play(
     position: Annotated[str, typer.Option(
         help="Start from this position in the game's notation (draughts: a FEN such as "
              "'W:W18,24,K27:B12,16,K2', White to move); --moves are played from it")] = "",
+    pdn: Annotated[Path | None, typer.Option(
+        help="Append each finished game to this file in PDN, the notation checkers programs "
+             "read (draughts)")] = None,
     seed: Annotated[int, typer.Option()] = 0,
     against: Annotated[str | None, typer.Option(
         help="Watch the agent play an external checkers engine, cb:PATH[@SECONDS] (draughts; "
@@ -526,10 +529,10 @@ def play(
                 raise ValueError(f"--against takes an engine, cb:PATH[@SECONDS]; got {against!r}")
             check_engine_opponent(agent.env, against)
             watch_engine(agent, against, simulations=simulations, first=first, start=moves,
-                         position=position, seed=seed, movetime=movetime)
+                         position=position, seed=seed, movetime=movetime, pdn=pdn)
             return
         play_terminal(agent, simulations=simulations, first=first, start=moves,
-                      position=position, seed=seed, movetime=movetime)
+                      position=position, seed=seed, movetime=movetime, pdn=pdn)
     except _user_errors() as error:
         _fail(error)
 

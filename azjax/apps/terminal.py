@@ -12,9 +12,11 @@ engine take the human's seat for one game, printed move by move.
 
 from __future__ import annotations
 
+import datetime
 import re
 import sys
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any
 
 import jax
@@ -102,10 +104,13 @@ def _engine(agent: Agent, simulations: int, movetime: float | None) -> Any:
 
 
 def _one_game(agent: Agent, *, human: int, simulations: int, start: Any, key: jax.Array,
-              read: Read, write: Write, movetime: float | None = None) -> bool:
+              read: Read, write: Write, movetime: float | None = None,
+              record: list[int] | None = None) -> bool:
     """Plays one game; False when the human quit or the input ended. With `movetime`, a
     model that keeps its tree (`search.tree_reuse`) or one that searches by alpha-beta (its
-    depth and line are shown), the AI is an `Agent.player`."""
+    depth and line are shown), the AI is an `Agent.player`. `record` gets every action
+    played, in order."""
+    record = [] if record is None else record
     env = agent.env
     names = env.player_names
     state = start
@@ -124,6 +129,7 @@ def _one_game(agent: Agent, *, human: int, simulations: int, start: Any, key: ja
             turn = ai_turn(agent, state, jax.random.fold_in(key, ply),
                            num_simulations=simulations, player=player)
             write(describe_turn(env, turn, state))
+            record.extend(turn.actions)
             state, ply = turn.state, ply + 1
             continue
         line = read("Your move: ")
@@ -142,6 +148,7 @@ def _one_game(agent: Agent, *, human: int, simulations: int, start: Any, key: ja
             write(f"Illegal move: {error}. Try again.")
             continue
         write(f"You play {env.format_move(actions)}")
+        record.extend(actions)
         for action in actions:
             state = jitted_step(env)(state, jnp.int32(action))
             if player is not None:
@@ -158,18 +165,21 @@ def _one_game(agent: Agent, *, human: int, simulations: int, start: Any, key: ja
 def play_terminal(agent: Agent, *, simulations: int | None = None, first: str = "human",
                   start: str = "", position: str = "", seed: int = 0,
                   read: Read | None = None, write: Write | None = None,
-                  movetime: float | None = None) -> int:
+                  movetime: float | None = None, pdn: str | Path | None = None) -> int:
     """Plays games until the human declines another one, quits, or the input ends.
 
     first: who is to move when the game begins, "human" or "ai" (from the game's start,
     "human" plays player 0). start: opening moves in human notation played before the game
     begins, from `position` (the game's notation, `Env.parse_position`; draughts: a FEN) or
     from the game's start. movetime: the AI thinks this many seconds a move instead of
-    searching `simulations`. Returns the number of games finished.
+    searching `simulations`. pdn: a file each finished game is appended to, in PDN
+    (draughts; `azjax.envs.pdn`). Returns the number of games finished.
 
     Raises:
-      ValueError: a bad `first`, `position` or `start` (before the first prompt).
+      ValueError: a bad `first`, `position` or `start`, or `pdn` for another game than
+        draughts (before the first prompt).
     """
+    _check_pdn(agent.env, pdn)
     begin = parse_start(agent.env, start, position)
     human = seat_of(begin, first)
     read, write = read or _stdin_read, write or _stdout_write
@@ -177,12 +187,15 @@ def play_terminal(agent: Agent, *, simulations: int | None = None, first: str = 
     write(f"{agent.env.name}: playing against {model_label(agent)}.")
     root = jax.random.PRNGKey(seed)
     finished = 0
+    players = {human: "human", 1 - human: f"azjax, {model_label(agent)}"}
     for game in _games():
+        record: list[int] = []
         if not _one_game(agent, human=human, simulations=simulations, start=begin,
                          key=jax.random.fold_in(root, game), read=read, write=write,
-                         movetime=movetime):
+                         movetime=movetime, record=record):
             break
         finished += 1
+        _save_pdn(pdn, agent.env, record, begin, players, "azjax play", game + 1, write)
         again = read("Again? [y/N] ")
         if again is None or again.strip().lower() not in ("y", "yes"):
             write("Bye.")
@@ -199,10 +212,12 @@ def _games() -> Iterable[int]:
 
 def watch_engine(agent: Agent, engine: str, *, simulations: int | None = None,
                  first: str = "human", start: str = "", position: str = "", seed: int = 0,
-                 write: Write | None = None, movetime: float | None = None) -> int | None:
+                 write: Write | None = None, movetime: float | None = None,
+                 pdn: str | Path | None = None) -> int | None:
     """One game of the agent against an external engine (``cb:PATH[@SECONDS]``, draughts),
     printed move by move: the engine takes the human's seat (`first` "human": the engine
-    moves first; "ai": the agent does), from `start` and `position` as in `play_terminal`.
+    moves first; "ai": the agent does), from `start` and `position` as in `play_terminal`,
+    appended to the file `pdn` in PDN when one is named.
 
     Returns:
       The winner (0 or 1, `Env.player_names`' order), None for a draw. A game the engine
@@ -216,7 +231,9 @@ def watch_engine(agent: Agent, engine: str, *, simulations: int | None = None,
 
     write = write or _stdout_write
     env, names = agent.env, agent.env.player_names
+    _check_pdn(env, pdn)
     state = parse_start(env, start, position)
+    begin, record = state, []
     seat = seat_of(state, first)
     simulations = agent.search_simulations(simulations)
     with engine_player(env, engine, report=write) as opponent:
@@ -235,21 +252,26 @@ def watch_engine(agent: Agent, engine: str, *, simulations: int | None = None,
                 turn = ai_turn(agent, state, jax.random.fold_in(key, ply),
                                num_simulations=simulations, player=player)
                 write(describe_turn(env, turn, state))
+                record.extend(turn.actions)
                 state = turn.state
             else:
-                state = _engine_turn(env, opponent, state, player, write)
+                state = _engine_turn(env, opponent, state, player, write, record)
             ply += 1
     write("")
     write(env.render(state))
     winner = winner_of(state)
     write("Result: " + ("draw." if winner is None else "the engine wins." if winner == seat
                         else "the AI wins."))
+    from azjax.envs.pdn import pdn_result
+
+    _save_pdn(pdn, env, record, begin, {seat: label, 1 - seat: f"azjax, {model_label(agent)}"},
+              "azjax play --against", 1, write, result=pdn_result(state))
     return winner
 
 
-def _engine_turn(env, opponent, state, player, write: Write):
-    """The engine's whole turn (every hop of a multi-jump) from `state`: the state after it;
-    a forfeit (action -1) ends the game."""
+def _engine_turn(env, opponent, state, player, write: Write, record: list[int]):
+    """The engine's whole turn (every hop of a multi-jump) from `state`: the state after it,
+    its actions added to `record`; a forfeit (action -1) ends the game."""
     mover, actions = int(state.current_player), []
     while not is_done(state) and int(state.current_player) == mover:
         action = int(opponent.move(batch_of_one(state), np.array([True]))[0][0])
@@ -259,4 +281,29 @@ def _engine_turn(env, opponent, state, player, write: Write):
             player.played(jnp.asarray([action], jnp.int32))
     if actions[-1] >= 0:
         write(f"Engine plays {env.format_move(actions)}")
+    record.extend(a for a in actions if a >= 0)
     return state
+
+
+def _check_pdn(env, pdn: str | Path | None) -> None:
+    """Refuses `--pdn` for a game PDN does not record (anything but draughts)."""
+    from azjax.envs.draughts import Draughts
+
+    if pdn is not None and not isinstance(env, Draughts):
+        raise ValueError(f"--pdn: PDN records draughts games; {env.name} is not draughts")
+
+
+def _save_pdn(pdn: str | Path | None, env, actions: list[int], start: Any,
+              players: dict[int, str], event: str, game: int, write: Write,
+              result: str | None = None) -> None:
+    """Appends one finished game to the file `pdn` (if named), `players` by player id."""
+    if pdn is None:
+        return
+    from azjax.envs.pdn import pdn_game
+
+    text = pdn_game(env, actions, start=start, black=players[0], white=players[1],
+                    event=event, date=datetime.date.today().strftime("%Y.%m.%d"),
+                    round_=str(game), result=result)
+    with open(pdn, "a", encoding="utf-8") as file:
+        file.write(text)
+    write(f"The game is saved in {pdn} (PDN).")
