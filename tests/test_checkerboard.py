@@ -281,9 +281,14 @@ def test_eval_against_an_engine_from_the_command_line(built, tmp_path):
     library = install(built, tmp_path)
     name = f"cb:{library}@0.2"
     result = RUNNER.invoke(app, ["eval", "draughts", "--against", name, "--games", "2",
-                                 "--simulations", "2", *GUMBEL_NO_TABLE])
+                                 "--simulations", "2", *GUMBEL_NO_TABLE,
+                                 "--pdn", str(tmp_path / "match.pdn")])
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
+    assert f"    its 2 games are saved in {tmp_path / 'match.pdn'} (PDN)" in lines
+    saved = (tmp_path / "match.pdn").read_text()
+    assert saved.count('[Event "azjax eval"]') == 2
+    assert saved.count(f'[White "{name}"]') == 1 and saved.count(f'[Black "{name}"]') == 1
     assert f"opponent {name}: 'azjax test engine', an external engine, 0.2 s per move" in lines
     (outcome,) = [line for line in lines if line.startswith(f"vs {name}: +")]
     assert re.fullmatch(r"vs \S+: \+\d =\d -\d \(score [\d.]+ over 2 games\)  \(Elo difference "

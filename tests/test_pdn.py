@@ -91,3 +91,34 @@ def test_play_saves_each_finished_game_in_pdn(tmp_path):
     out = RUNNER.invoke(app, ["play", "tic_tac_toe", "--pdn", str(saved)])
     assert out.exit_code == 2
     assert "--pdn: PDN records draughts games; tic_tac_toe is not draughts" in out.output
+
+
+def test_eval_saves_every_arena_game_with_the_results_it_counts(tmp_path):
+    """`azjax eval --pdn`: each game of the arena, in game order, the agent Black in the first
+    half; the results in the file are the W/D/L the arena reports, and every game replays."""
+    saved = tmp_path / "arena.pdn"
+    out = RUNNER.invoke(app, ["eval", "draughts", "--against", "random", "--games", "4",
+                              "--simulations", "2", *GUMBEL_NO_TABLE, "--pdn", str(saved)])
+    assert out.exit_code == 0, out.output
+    counts = re.search(r"vs +random: \+(\d+) =(\d+) -(\d+)", out.output)
+    games = ["[Event" + g for g in saved.read_text().split("[Event")[1:]]
+    assert len(games) == 4
+    mine = {"1-0": [], "0-1": [], "1/2-1/2": []}
+    for index, text in enumerate(games):
+        tags, moves, result = _read(text)
+        assert tags["Round"] == str(index + 1)
+        agent_black = tags["Black"].startswith("azjax")
+        assert agent_black == (index < 2) and tags[("Black", "White")[agent_black]] == "random"
+        state = DRAUGHTS.init(jax.random.PRNGKey(0))
+        for move in moves:
+            for hop in DRAUGHTS.parse_move(state, move):
+                state = jitted_step(DRAUGHTS)(state, jnp.int32(hop))
+        assert pdn_result(state) == result  # no forfeits here: the board has the result
+        mine[result].append(agent_black)
+    wins = mine["1-0"].count(True) + mine["0-1"].count(False)
+    losses = mine["1-0"].count(False) + mine["0-1"].count(True)
+    assert (wins, len(mine["1/2-1/2"]), losses) == tuple(int(c) for c in counts.groups())
+    out = RUNNER.invoke(app, ["eval", "tic_tac_toe", "--against", "random", "--pdn",
+                              str(saved)])
+    assert out.exit_code == 2
+    assert "--pdn: PDN records draughts games; tic_tac_toe is not draughts" in out.output

@@ -273,6 +273,10 @@ def evaluate(
     anchors: Annotated[Path | None, typer.Option(
         help="With --ladder: an anchor table (`azjax anchors`) whose baselines join the ladder "
              "with their ratings held fixed")] = None,
+    pdn: Annotated[Path | None, typer.Option(
+        help="Append every arena's games to this file in PDN, the notation checkers programs "
+             "read (draughts; the arenas are then played ply by ply from the host, the games "
+             "of one device)")] = None,
     trust_game: Annotated[bool, typer.Option("--trust-game", help=_TRUST_HELP)] = False,
 ) -> None:
     """Evaluate an agent: arenas against baselines or agents, oracle scoring, Elo ladders."""
@@ -283,17 +287,8 @@ def evaluate(
 
 
     if ladder:
-        if set_:
-            _fail(ValueError("--set applies to one agent, not to a --ladder of snapshots"))
-        if against_simulations is not None:
-            _fail(ValueError("--against-simulations applies to agent opponents, not to a "
-                             "--ladder (its snapshots all search with --simulations)"))
-        if opening_plies is not None:
-            _fail(ValueError("--opening-plies applies to arenas; a --ladder plays its anchor "
-                             "table's (or 2) opening plies"))
-        if movetime is not None or against_movetime is not None or equal_time:
-            _fail(ValueError("--movetime and --equal-time apply to one agent, not to a "
-                             "--ladder (its snapshots all search with --simulations)"))
+        _check_ladder(set_, against_simulations, opening_plies,
+                      movetime is not None or against_movetime is not None or equal_time, pdn)
         _ladder(spec, against or [], games, simulations, seed, anchors)
         return
     if anchors is not None:
@@ -305,9 +300,27 @@ def evaluate(
                        overrides=set_ or [], progress=True,
                        opponent_simulations=against_simulations,
                        opening_plies=opening_plies, movetime=movetime,
-                       opponent_movetime=against_movetime, equal_time=equal_time)
+                       opponent_movetime=against_movetime, equal_time=equal_time, pdn=pdn)
     except _user_errors() as error:
         _fail(error)
+
+
+def _check_ladder(set_: list[str] | None, against_simulations: int | None,
+                  opening_plies: int | None, clocked: bool, pdn: Path | None) -> None:
+    """Refuses (one line, exit 2) the options of `azjax eval` that a --ladder does not take."""
+    if set_:
+        _fail(ValueError("--set applies to one agent, not to a --ladder of snapshots"))
+    if against_simulations is not None:
+        _fail(ValueError("--against-simulations applies to agent opponents, not to a "
+                         "--ladder (its snapshots all search with --simulations)"))
+    if opening_plies is not None:
+        _fail(ValueError("--opening-plies applies to arenas; a --ladder plays its anchor "
+                         "table's (or 2) opening plies"))
+    if clocked:
+        _fail(ValueError("--movetime and --equal-time apply to one agent, not to a "
+                         "--ladder (its snapshots all search with --simulations)"))
+    if pdn is not None:
+        _fail(ValueError("--pdn applies to arenas, not to a --ladder"))
 
 
 def _ladder(run_dir: str, against: list[str], games: int, simulations: int | None,

@@ -181,7 +181,8 @@ def play_engine_arena(env: Env, player_a: SearchPlayer | Player | HostPlayer,
                       player_b: SearchPlayer | Player | HostPlayer, *, key: jax.Array,
                       num_games: int, max_steps: int | None = None, opening_plies: int = 0,
                       progress: Callable[[int, int], None] | None = None,
-                      equal_time: bool = False
+                      equal_time: bool = False,
+                      on_ply: Callable[[np.ndarray, np.ndarray, Any], None] | None = None
                       ) -> tuple[ArenaResult, PlayerStats, PlayerStats]:
     """Plays `num_games` games of A against B, one ply at a time from the host.
 
@@ -207,6 +208,10 @@ def play_engine_arena(env: Env, player_a: SearchPlayer | Player | HostPlayer,
         searches (the whole batch, or the games it is to move in for a player that searches
         subsets), as much for each game as B took for each of its moves; on a ply where B
         only played hops it already knew, A keeps the last time.
+      on_ply: called after every ply as `on_ply(actions int32 [B], moved bool [B], states)`:
+        the actions played, the games that were live before the ply (the others' actions mean
+        nothing) and the states after it; a forfeit's action is -1
+        (`azjax.evaluation.arena_pdn.ArenaGames` writes the games down).
 
     Returns:
       (A's `ArenaResult`, A's `PlayerStats`, B's `PlayerStats`).
@@ -244,6 +249,8 @@ def play_engine_arena(env: Env, player_a: SearchPlayer | Player | HostPlayer,
         totals = totals + states.rewards
         for side in sides:
             side.played(action)
+        if on_ply is not None:
+            on_ply(np.asarray(action), a_turn | b_turn, states)
         if progress is not None:
             progress(num_games - int(np.sum(np.asarray(turns(states, a_id)).any(axis=0))),
                      t + 1)

@@ -16,6 +16,7 @@ import jax.numpy as jnp
 
 from azjax.agent import Agent, search_effort
 from azjax.config import is_engine_name
+from azjax.envs.draughts import Draughts
 from azjax.evaluation.arena import (
     arena_devices,
     arena_metrics,
@@ -23,6 +24,7 @@ from azjax.evaluation.arena import (
     elo_difference,
     play_arena,
 )
+from azjax.evaluation.arena_pdn import ArenaGames
 from azjax.evaluation.checkerboard import check_engine_opponent, engine_player
 from azjax.evaluation.engine_arena import PlayerStats, play_engine_arena
 from azjax.evaluation.oracle import load_oracle
@@ -43,7 +45,8 @@ def measure_agent(agent: Agent, *, against: list[str], oracle: str | None, games
                   report: Callable[[str], None] | None = None, progress: bool = False,
                   opponent_simulations: int | None = None, opening_plies: int | None = None,
                   movetime: float | None = None, opponent_movetime: float | None = None,
-                  equal_time: bool = False) -> tuple[dict[str, Any], list[str]]:
+                  equal_time: bool = False, pdn: str | Path | None = None
+                  ) -> tuple[dict[str, Any], list[str]]:
     """Scores a loaded `azjax.Agent`: oracle errors and arenas (both colours).
 
     Args:
@@ -57,8 +60,7 @@ def measure_agent(agent: Agent, *, against: list[str], oracle: str | None, games
         set, or on its first `oracle_positions`.
       games: arena games per opponent.
       seed: the PRNG seed of every measurement.
-      report: receives each line as soon as it is measured (a 100-game arena against
-        MCTS-1000 can take half an hour).
+      report: receives each line as soon as it is measured.
       progress: shows a bar of each arena's finished games and plies while it runs (stderr).
       opponent_simulations: an agent opponent's search simulations (None: its own model's,
         not `num_simulations`, which is the evaluated agent's); the line before its arena
@@ -72,6 +74,8 @@ def measure_agent(agent: Agent, *, against: list[str], oracle: str | None, games
         depth or rollouts; their seconds per move are reported beside.
       equal_time: in each arena the agent thinks, on each ply, as long as the opponent took
         on that ply (`play_engine_arena`): equal time against baselines of fixed depth.
+      pdn: a file every arena's games are appended to in PDN (draughts), the arenas then
+        played ply by ply from the host (the games of one device).
 
     With a time per move, or a model that keeps its tree between moves (`search.tree_reuse`),
     the arenas are played ply by ply from the host (`azjax.evaluation.engine_arena`) and
@@ -106,7 +110,7 @@ def measure_agent(agent: Agent, *, against: list[str], oracle: str | None, games
         metrics.update(_measure_oracle(agent, sims, key, oracle, oracle_positions, emit,
                                        movetime))
     opponents = against or (["random", "greedy"] if oracle is None else [])
-    _check_arenas(agent, opponents, opponent_simulations, opening_plies)
+    _check_arenas(agent, opponents, opponent_simulations, opening_plies, pdn)
     if opponents:  # the count of devices is part of what makes an arena's result repeatable
         metrics["eval/arena_devices"] = len(arena_devices(games))
         if (note := arena_split_note(games)) is not None:
@@ -114,14 +118,17 @@ def measure_agent(agent: Agent, *, against: list[str], oracle: str | None, games
     _play_arenas(agent, opponents, sims, key, games, metrics, emit, progress=progress,
                  opponent_simulations=opponent_simulations, opening_plies=opening_plies,
                  movetime=movetime, opponent_movetime=opponent_movetime,
-                 equal_time=equal_time)
+                 equal_time=equal_time, pdn=pdn)
     return metrics, lines
 
 
 def _check_arenas(agent: Agent, opponents: list[str], opponent_simulations: int | None,
-                  opening_plies: int | None) -> None:
+                  opening_plies: int | None, pdn: str | Path | None = None) -> None:
     """Refuses, before any game, what `measure_agent`'s arenas cannot play: negative opening
-    plies, opponent simulations without an agent opponent, an engine for another game."""
+    plies, opponent simulations without an agent opponent, an engine for another game, PDN
+    for another game than draughts."""
+    if pdn is not None and not isinstance(agent.env, Draughts):
+        raise ValueError(f"--pdn: PDN records draughts games; {agent.env.name} is not draughts")
     for name in filter(is_engine_name, opponents):
         check_engine_opponent(agent.env, name)
     if opening_plies is not None and opening_plies < 0:
@@ -136,9 +143,10 @@ def _play_arenas(agent: Agent, opponents: list[str], sims: int, key: jax.Array, 
                  metrics: dict[str, Any], emit: Callable[[str], None], *, progress: bool,
                  opponent_simulations: int | None, opening_plies: int | None,
                  movetime: float | None, opponent_movetime: float | None,
-                 equal_time: bool = False) -> None:
+                 equal_time: bool = False, pdn: str | Path | None = None) -> None:
     """`measure_agent`'s arenas, one per opponent, into `metrics` and lines. With a clock or
-    a kept tree they are played ply by ply (`play_engine_arena`) and report their pace."""
+    a kept tree they are played ply by ply (`play_engine_arena`) and report their pace; with
+    `pdn` too, their games written down."""
     clocked = movetime is not None or agent.config.search.tree_reuse or equal_time
     for name in opponents:
         engine = clocked or is_engine_name(name)
@@ -151,11 +159,14 @@ def _play_arenas(agent: Agent, opponents: list[str], sims: int, key: jax.Array, 
             stepped = clocked or (engine and agent.config.search.algorithm == "alphabeta")
             me = (agent.player(num_simulations=sims, movetime=movetime) if stepped  # its pace
                   else search_player(agent.search_fn, agent.params, sims))
+            record = None if pdn is None else ArenaGames(
+                agent.env, games, f"azjax {Path(agent.source or agent.env.name).name}", name)
             with arena_bar(name, games, progress) as tick:
-                if engine:
+                if engine or record is not None:
                     result, mine, theirs = play_engine_arena(
                         agent.env, me, opponent, key=key, num_games=games,
-                        opening_plies=plies, progress=tick, equal_time=equal_time)
+                        opening_plies=plies, progress=tick, equal_time=equal_time,
+                        on_ply=record)
                 else:
                     result = play_arena(agent.env, me, opponent, key=key, num_games=games,
                                         opening_plies=plies, progress=tick)
@@ -167,6 +178,9 @@ def _play_arenas(agent: Agent, opponents: list[str], sims: int, key: jax.Array, 
         if engine:
             metrics.update(_engine_metrics(name, mine, theirs))
             emit(f"    {_pace('agent', mine)}; {_pace(name, theirs)}")
+        if record is not None:
+            record.write(pdn)
+            emit(f"    its {games} games are saved in {pdn} (PDN)")
 
 
 def _pace(name: str, stats: PlayerStats) -> str:
@@ -339,7 +353,7 @@ def evaluate_agent(spec: str, *, against: list[str], oracle: str | None, games: 
                    opponent_simulations: int | None = None,
                    opening_plies: int | None = None, movetime: float | None = None,
                    opponent_movetime: float | None = None,
-                   equal_time: bool = False) -> list[str]:
+                   equal_time: bool = False, pdn: str | Path | None = None) -> list[str]:
     """`azjax eval SPEC`: loads the agent at `spec` and runs `measure_agent` on it.
 
     Args:
@@ -347,8 +361,8 @@ def evaluate_agent(spec: str, *, against: list[str], oracle: str | None, games: 
       overrides: ``KEY=VALUE`` changes to how the evaluated agent searches
         (`Agent.with_search`); reported in the first line.
       against, oracle, games, num_simulations, seed, oracle_positions, report, progress,
-        opponent_simulations, opening_plies, movetime, opponent_movetime, equal_time: as in
-        `measure_agent`.
+        opponent_simulations, opening_plies, movetime, opponent_movetime, equal_time, pdn: as
+        in `measure_agent`.
 
     Returns:
       The printed lines.
@@ -363,5 +377,6 @@ def evaluate_agent(spec: str, *, against: list[str], oracle: str | None, games: 
                              oracle_positions=oracle_positions, report=report,
                              progress=progress, opponent_simulations=opponent_simulations,
                              opening_plies=opening_plies, movetime=movetime,
-                             opponent_movetime=opponent_movetime, equal_time=equal_time)
+                             opponent_movetime=opponent_movetime, equal_time=equal_time,
+                             pdn=pdn)
     return header + lines
