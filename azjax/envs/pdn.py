@@ -5,8 +5,9 @@ numbered by whole moves, then the result.
 `pdn_game` writes one game from its start and its env actions (a multi-jump's hops are
 written as one capture, `9x18x27`). English checkers is `GameType "21"`; a game that starts
 elsewhere than the initial position carries it as `SetUp "1"` and `FEN`. The result is
-written as English checkers programs write it: `1-0` when Black, who moves first, won,
-`0-1` when White did, `1/2-1/2` for a draw and `*` for a game not finished.
+written as CheckerBoard writes it for English checkers, from the side that moves first:
+`1-0` when Black won, `0-1` when White did, `1/2-1/2` for a draw and `*` for a game not
+finished (international draughts, where White moves first, reads the same two the other way).
 """
 
 from __future__ import annotations
