@@ -2,7 +2,8 @@
 search value, and where the lost games were lost.
 
     python tools/draughts_game_trace.py draughts --against mcts:1000 --games 8 \
-        --simulations 1024 --seed 1 [--opening-plies 2] [--every 6] [--save games.npz]
+        --simulations 1024 --seed 1 [--opening-plies 2] [--every 6] [--save games.npz] \
+        [--pdn games.pdn]
     python tools/draughts_game_trace.py draughts --against cb:PATH/cake.so@0.1 --games 20 \
         --seed 0 --opening-plies 3
 
@@ -21,7 +22,8 @@ The summary at the end places each lost game's decisive moment: the ply after wh
 material balance (men 1, kings 1.5) stayed below zero to the end (for a loss with material
 level or ahead at the end, the last ply), in the opening (before ply 20), the middle game, or
 the ending (10 pieces or fewer on the board), with the balance and the pieces left there.
-What such traces show for the shipped model is in docs/results.md ("Draughts").
+What such traces show for the shipped model is in docs/results.md ("Draughts"). `--pdn FILE`
+appends the games to FILE in PDN, to replay the lost ones in CheckerBoard.
 """
 
 from __future__ import annotations
@@ -72,7 +74,7 @@ def play(agent: Agent, opponent_name: str, games: int, simulations: int, seed: i
     me = (np.arange(games) if both_colours else np.full(games, seed)) % 2
     key = jax.random.PRNGKey(seed)
     states = jax.vmap(env.init)(jax.random.split(key, games))
-    trace = {"board": [], "player": [], "counter": [], "value": []}
+    trace = {"board": [], "player": [], "counter": [], "value": [], "action": []}
     returns = np.zeros((games, 2), np.float32)  # a finished game's later steps add zeros
     start = time.time()
     for ply in range(env.max_game_length):
@@ -94,6 +96,7 @@ def play(agent: Agent, opponent_name: str, games: int, simulations: int, seed: i
         trace["player"].append(np.where(done, -1, mover))
         trace["counter"].append(np.asarray(states.counter))
         trace["value"].append(np.asarray(out.value))
+        trace["action"].append(np.asarray(action, np.int32))
         forfeit = (action < 0) & ~done  # an engine's forfeit: the env scores it as its loss
         states = step(states, jnp.asarray(action, jnp.int32))
         returns[forfeit] = np.where(np.arange(2)[None] == me[forfeit][:, None], 1.0, -1.0)
@@ -170,6 +173,23 @@ def summary(trace: dict) -> None:
                   f"{np.mean([m[4] for m in mine]):.1f} pieces on the board)")
 
 
+def write_pdn(agent: Agent, opponent_name: str, trace: dict, path: str) -> None:
+    """Appends the traced games to `path` in PDN (`azjax.envs.pdn`), in game order, each with
+    the agent's colour and its result (a forfeit included, which the board does not show)."""
+    from azjax.envs.pdn import pdn_game
+
+    names = f"azjax {agent.source.name if agent.source else agent.env.name}", opponent_name
+    with open(path, "a", encoding="utf-8") as file:
+        for game, me in enumerate(trace["me"]):
+            moved = (trace["player"][:, game] >= 0) & (trace["action"][:, game] >= 0)
+            reward = trace["rewards_me"][game]
+            winner = None if reward == 0 else (me if reward > 0 else 1 - me)
+            black, white = names if me == 0 else names[::-1]
+            file.write(pdn_game(agent.env, trace["action"][moved, game].tolist(), black=black,
+                                white=white, event="draughts_game_trace", round_=str(game + 1),
+                                result={None: "1/2-1/2", 0: "1-0", 1: "0-1"}[winner]))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("agent", help="a game id (shipped model), run dir or model dir")
@@ -183,6 +203,7 @@ def main() -> None:
                         help="the agent plays Black in the even games, White in the odd ones")
     parser.add_argument("--every", type=int, default=6, help="plies between balance readings")
     parser.add_argument("--save", default=None, help="write the traces to this .npz")
+    parser.add_argument("--pdn", default=None, help="append the games to this file in PDN")
     parser.add_argument("--set", dest="overrides", action="append", default=[],
                         metavar="KEY=VALUE", help="a search override for the agent, as "
                         "`azjax eval --set` (repeatable), e.g. search.endgame_table=4")
@@ -196,6 +217,9 @@ def main() -> None:
     summary(trace)
     if args.save:
         np.savez(args.save, **trace)
+    if args.pdn:
+        write_pdn(agent, args.against, trace, args.pdn)
+        print(f"the games are saved in {args.pdn} (PDN)")
 
 
 if __name__ == "__main__":
