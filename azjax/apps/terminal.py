@@ -286,11 +286,11 @@ def _engine_turn(env, opponent, state, player, write: Write, record: list[int]):
 
 
 def _check_pdn(env, pdn: str | Path | None) -> None:
-    """Refuses `--pdn` for a game PDN does not record (anything but draughts)."""
-    from azjax.envs.draughts import Draughts
+    """Refuses `--pdn` for a game PDN does not record (`azjax.envs.pdn.check_recordable`)."""
+    if pdn is not None:
+        from azjax.envs.pdn import check_recordable
 
-    if pdn is not None and not isinstance(env, Draughts):
-        raise ValueError(f"--pdn: PDN records draughts games; {env.name} is not draughts")
+        check_recordable(env)
 
 
 def _save_pdn(pdn: str | Path | None, env, actions: list[int], start: Any,

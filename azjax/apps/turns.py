@@ -25,7 +25,7 @@ from azjax import envs
 from azjax.agent import MODELS_DIR, Agent
 from azjax.config import ExperimentConfig, NetworkConfig, SearchConfig
 from azjax.core.network import init_network
-from azjax.envs.core import Env, jitted_step
+from azjax.envs.core import Env, jitted_step, whole_moves
 
 __all__ = [
     "UNTRAINED_NETWORK",
@@ -141,17 +141,17 @@ def ai_turn(agent: Agent, state: Any, key: jax.Array, *, num_simulations: int,
     mover = int(state.current_player)
     step = jitted_step(agent.env)
     actions: list[int] = []
-    first, searched = None, None
+    first, searched = None, None  # the first search's output, and its `Move` from a player
     while not is_done(state) and int(state.current_player) == mover:
         key, search_key = jax.random.split(key)
         if player is None:
-            out = agent.search_output(search_key, batch_of_one(state),
-                                      num_simulations=num_simulations)
+            move, out = None, agent.search_output(search_key, batch_of_one(state),
+                                                  num_simulations=num_simulations)
         else:
             move = player.move(search_key, batch_of_one(state))
-            out, searched = move.output, (move if first is None else searched)
+            out = move.output
         if first is None:
-            first = out
+            first, searched = out, move
         action = int(out.action[0])
         actions.append(action)
         if player is not None:
@@ -193,15 +193,5 @@ def line_moves(env: Env, state: Any, line: list[int]) -> list[str]:
     """A line of actions from `state` in the game's notation, whole move by whole move (a
     draughts multi-jump's hops as one capture); a last move cut short is written as far as
     it goes."""
-    step = jitted_step(env)
-    moves, hops = [], []
-    for action in line:
-        mover = int(state.current_player)
-        hops.append(action)
-        state = step(state, jnp.int32(action))
-        if is_done(state) or int(state.current_player) != mover:
-            moves.append(env.format_move(hops))
-            hops = []
-    if hops:
-        moves.append(env.format_move(hops))
-    return moves
+    moves, _ = whole_moves(env, line, state)
+    return [env.format_move(hops) for _, hops in moves]

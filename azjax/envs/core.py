@@ -25,7 +25,8 @@ import jax.numpy as jnp
 import numpy as np
 
 __all__ = ["BoardView", "Cell", "Env", "GameState", "jitted_step", "material_lead", "play_moves",
-           "positions_along", "random_move_lists", "status_line", "tree_select", "winner_of"]
+           "positions_along", "random_move_lists", "status_line", "tree_select", "whole_moves",
+           "winner_of"]
 
 
 class GameState(Protocol):
@@ -545,6 +546,45 @@ def positions_along(env: Env, actions) -> Iterator[GameState]:
             )
         state = step(state, jnp.int32(action))
         yield state
+
+
+def whole_moves(env: Env, actions, start: GameState | None = None,
+                describe: Callable[[GameState], str] | None = None
+                ) -> tuple[list[tuple[int, list[int]]], GameState]:
+    """A list of actions grouped into whole moves: the actions a player plays before the other
+    is to move (a draughts multi-jump's hops; one action in most games).
+
+    Args:
+      env: the game.
+      actions: an iterable of action ids, played from `start`.
+      start: the position they start from (one unbatched state; default: the initial one).
+      describe: how an error names a position (e.g. `Draughts.to_fen`); default: none.
+
+    Returns:
+      ([(the mover, its actions), ...] in order, a last move cut short by the end of `actions`
+      included as far as it goes; the position after them).
+
+    Raises:
+      ValueError: naming the action's index and the action, when it is not legal where it is
+        played (or comes after the game ended).
+    """
+    step = jitted_step(env)
+    state = env.init(jax.random.PRNGKey(0)) if start is None else start
+    moves: list[tuple[int, list[int]]] = []
+    hops: list[int] = []
+    for index, action in enumerate(int(a) for a in actions):
+        if bool(state.terminated | state.truncated) or not bool(state.legal_action_mask[action]):
+            where = f" in {describe(state)}" if describe is not None else ""
+            raise ValueError(f"action {index} ({env.action_to_str(action)}) is not legal{where}")
+        mover = int(state.current_player)
+        hops.append(action)
+        state = step(state, jnp.int32(action))
+        if bool(state.terminated | state.truncated) or int(state.current_player) != mover:
+            moves.append((mover, hops))
+            hops = []
+    if hops:
+        moves.append((int(state.current_player), hops))
+    return moves, state
 
 
 def random_positions(env: Env, key: jax.Array, num_games: int,

@@ -16,14 +16,19 @@ import textwrap
 from collections.abc import Sequence
 
 import jax
-import jax.numpy as jnp
 
-from azjax.envs.core import jitted_step, winner_of
+from azjax.envs.core import Env, whole_moves, winner_of
 from azjax.envs.draughts import Draughts, State
 
-__all__ = ["GAME_TYPE", "pdn_game", "pdn_result"]
+__all__ = ["GAME_TYPE", "check_recordable", "pdn_game", "pdn_result"]
 
 GAME_TYPE = "21"  # PDN's number for English draughts (American checkers)
+
+
+def check_recordable(env: Env) -> None:
+    """Refuses `--pdn` in one line for a game PDN does not record (anything but draughts)."""
+    if not isinstance(env, Draughts):
+        raise ValueError(f"--pdn: PDN records draughts games; {env.name} is not draughts")
 
 
 def pdn_result(state: State) -> str:
@@ -57,31 +62,17 @@ def pdn_game(env: Draughts, actions: Sequence[int], *, start: State | None = Non
       ValueError: an action that is not legal where it is played.
     """
     initial = env.init(jax.random.PRNGKey(0))
-    state = initial if start is None else start
-    fen = env.to_fen(state)
-    step, moves, hops = jitted_step(env), [], []
-    movers = [int(state.current_player)]
-    for index, action in enumerate(int(a) for a in actions):
-        if not bool(state.legal_action_mask[action]) or bool(state.terminated | state.truncated):
-            raise ValueError(f"action {index} ({env.action_to_str(action)}) is not legal in "
-                             f"{env.to_fen(state)}")
-        mover = int(state.current_player)
-        hops.append(action)
-        state = step(state, jnp.int32(action))
-        if bool(state.terminated | state.truncated) or int(state.current_player) != mover:
-            moves.append(env.format_move(hops))
-            movers.append(int(state.current_player))
-            hops = []
-    if hops:  # a capture cut short by the game's end off the board
-        moves.append(env.format_move(hops))
+    fen = env.to_fen(initial if start is None else start)
+    moves, state = whole_moves(env, actions, start, describe=env.to_fen)
     outcome = result or pdn_result(state)
     tags = [("Event", event), ("Site", site), ("Date", date), ("Round", round_),
             ("Black", black), ("White", white), ("Result", outcome), ("GameType", GAME_TYPE)]
     if fen != env.to_fen(initial):
         tags += [("SetUp", "1"), ("FEN", fen)]
     words, number = [], 1  # a pair is Black's move and White's reply
-    for index, move in enumerate(moves):
-        if movers[index] == 0:
+    for index, (mover, hops) in enumerate(moves):
+        move = env.format_move(hops)
+        if mover == 0:
             words.append(f"{number}. {move}")
         else:
             words.append(f"{number}... {move}" if index == 0 else move)

@@ -16,7 +16,7 @@ import jax.numpy as jnp
 
 from azjax.agent import Agent, search_effort
 from azjax.config import is_engine_name
-from azjax.envs.draughts import Draughts
+from azjax.envs.pdn import check_recordable
 from azjax.evaluation.arena import (
     arena_devices,
     arena_metrics,
@@ -127,8 +127,8 @@ def _check_arenas(agent: Agent, opponents: list[str], opponent_simulations: int 
     """Refuses, before any game, what `measure_agent`'s arenas cannot play: negative opening
     plies, opponent simulations without an agent opponent, an engine for another game, PDN
     for another game than draughts."""
-    if pdn is not None and not isinstance(agent.env, Draughts):
-        raise ValueError(f"--pdn: PDN records draughts games; {agent.env.name} is not draughts")
+    if pdn is not None:
+        check_recordable(agent.env)
     for name in filter(is_engine_name, opponents):
         check_engine_opponent(agent.env, name)
     if opening_plies is not None and opening_plies < 0:
