@@ -225,6 +225,14 @@ class Agent:
         return Agent(self.env, config, self.params, self.meta, self.source)
 
     @property
+    def record_name(self) -> str:
+        """How game records (PDN) name this agent: `azjax <its model or run directory>`
+        (`azjax draughts` for the shipped model), else `azjax untrained <game>`."""
+        if self.meta.get("untrained") or self.source is None:
+            return f"azjax untrained {self.env.name}"
+        return f"azjax {Path(self.source).name}"
+
+    @property
     def num_simulations(self) -> int:
         """The default simulations of `search` and `act`."""
         return int(self.meta.get("num_simulations") or default_simulations(self.config))

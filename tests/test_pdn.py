@@ -87,7 +87,7 @@ def test_play_saves_each_finished_game_in_pdn(tmp_path):
     assert len(games) == 2
     tags, moves, result = _read('[Event "azjax play"]' + games[0])
     assert (tags["White"], tags["Result"], tags["FEN"]) == ("human", "0-1", "W:W18:B14")
-    assert tags["Black"].startswith("azjax, the shipped model") and moves == ["18x9"]
+    assert tags["Black"] == "azjax draughts" and moves == ["18x9"]
     out = RUNNER.invoke(app, ["play", "tic_tac_toe", "--pdn", str(saved)])
     assert out.exit_code == 2
     assert "--pdn: PDN records draughts games; tic_tac_toe is not draughts" in out.output

@@ -54,8 +54,8 @@ def test_move_answers_every_documented_field(play_server):
     status, answer = play_server.post("/api/move", request)
     assert status == 200, answer
     assert set(answer) == {"move", "ai_moves", "moves", "value", "policy", "terminated",
-                           "winner", "simulations"}
-    assert answer["simulations"] == 8
+                           "winner", "simulations", "search"}
+    assert answer["simulations"] == 8 and answer["search"] == "gumbel"
     _check_answer(request, answer)
 
 
@@ -326,16 +326,24 @@ def test_a_port_in_use_is_refused_naming_the_address():
             _check_address("127.0.0.1", port)
 
 
-def test_a_model_that_plays_alphabeta_is_served_by_its_networks_tree_search():
-    """The page's strengths are simulations: the shipped draughts model, alpha-beta by
-    default, is served with the same network and weights under Gumbel search."""
+def test_an_alphabeta_model_plays_alphabeta_on_the_clock_and_its_tree_search_by_simulations():
+    """The shipped draughts model, alpha-beta by default, is served as it is: a time per move
+    plays its alpha-beta search (bounded here by a node budget, so the test does not depend on
+    the machine's speed), a simulation count its network's Gumbel search, the same weights."""
     from azjax import Agent
-    from azjax.apps.serve import serve_service
+    from azjax.apps.serve import GameService, serve_service
 
-    shipped = Agent.load("draughts")
-    assert shipped.config.search.algorithm == "alphabeta"
-    served = serve_service(("draughts",)).agents["draughts"]
-    assert served.config.search.algorithm == "gumbel"
-    assert served.config.network == shipped.config.network
-    assert served.config.search.endgame_table == shipped.config.search.endgame_table
-    assert jax.tree.all(jax.tree.map(np.array_equal, served.params, shipped.params))
+    assert serve_service(("draughts",)).agents["draughts"].config.search.algorithm == \
+        "alphabeta"
+    shipped = Agent.load("draughts").with_search(["search.endgame_table=0",
+                                                  "search.alphabeta_nodes=64"])
+    service = GameService({"draughts": shipped}, simulations=(4,), movetimes=(600.0,))
+    request = {"game": "draughts", "moves": _actions("draughts", "11-15")}
+    timed = service.move(json.dumps(dict(request, movetime=600.0)).encode())
+    assert timed["search"] == "alphabeta" and 1 <= timed["depth"] <= 12
+    assert 1 <= timed["simulations"] <= 64  # positions searched, within the budget
+    _check_answer(request, timed)
+    counted = service.move(json.dumps(dict(request, simulations=4)).encode())
+    assert counted["search"] == "gumbel" and "depth" not in counted
+    assert counted["simulations"] == 4
+    _check_answer(request, counted)

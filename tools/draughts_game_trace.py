@@ -178,7 +178,7 @@ def write_pdn(agent: Agent, opponent_name: str, trace: dict, path: str) -> None:
     the agent's colour and its result (a forfeit included, which the board does not show)."""
     from azjax.envs.pdn import pdn_game
 
-    names = f"azjax {agent.source.name if agent.source else agent.env.name}", opponent_name
+    names = agent.record_name, opponent_name
     with open(path, "a", encoding="utf-8") as file:
         for game, me in enumerate(trace["me"]):
             moved = (trace["player"][:, game] >= 0) & (trace["action"][:, game] >= 0)

@@ -3,7 +3,9 @@
     POST /api/move   {"game": "connect_four", "moves": [3, 3, 4], "simulations": 64}
                      or {..., "movetime": 0.5}: think half a second instead
                   -> {"move", "ai_moves", "moves", "value", "policy", "terminated", "winner",
-                      "simulations": the simulations the AI's first search ran}
+                      "simulations": the simulations the AI's first search ran (alpha-beta:
+                      the positions it searched), "search": "gumbel", "puct" or
+                      "alphabeta", and for alpha-beta "depth": the whole moves it saw}
     POST /api/state  {"game": ..., "moves": [...]} -> the position, for the page to draw:
                   {"board": the env's `BoardView` or null, "clicks", "legal", "history",
                    "last_cells", "current_player", "terminated", "winner_player", "text"}
@@ -31,6 +33,10 @@ arrive at once. A time per move (`movetime`, one of `MOVETIMES`) is not: the sim
 reaches depend on the machine and on the requests served beside it. Simulation
 counts are a fixed few, and each (game, count) compiles once, under a per-game lock, so
 concurrent first requests do not compile twice.
+
+A model that plays alpha-beta by default (the draughts model) plays its own search, alpha-beta
+over the network, on the times per move, and its network's Gumbel search at the simulation
+counts (alpha-beta has no simulations to set).
 """
 
 from __future__ import annotations
@@ -220,7 +226,11 @@ class GameService:
         self.seed = seed
         self._locks = {game: threading.Lock() for game in self.agents}
         self._compiled: set[tuple[str, int | float]] = set()
-        self._players: dict[tuple[str, float], Any] = {}  # (game, movetime) -> EnginePlayer
+        self._players: dict[tuple[str, float], Any] = {}  # (game, movetime) -> its player
+        # The simulation counts are a tree search's: an alpha-beta model's network searched so.
+        self._tree_agents = {game: agent.with_search(["search.algorithm=gumbel"])
+                             if agent.config.search.algorithm == "alphabeta" else agent
+                             for game, agent in self.agents.items()}
 
     # ---- request parsing ---------------------------------------------------------------------
 
@@ -365,13 +375,17 @@ class GameService:
             "winner": (None if not is_done(turn.state) else "draw" if winner is None
                        else "ai" if winner == ai else "human"),
             "simulations": int(turn.visits.sum()),
+            "search": "alphabeta" if turn.depth is not None else
+            self._tree_agents[game].config.search.algorithm,
+            **({} if turn.depth is None else {"depth": turn.depth}),
         }
 
     def _turn(self, game: str, state: Any, key: jax.Array, strength: int | float) -> Any:
-        """The AI's turn at a simulation count (an int) or a time per move (a float)."""
-        agent = self.agents[game]
+        """The AI's turn at a simulation count (an int: the tree search) or a time per move (a
+        float: the model's own search, alpha-beta included)."""
         if isinstance(strength, int):
-            return ai_turn(agent, state, key, num_simulations=strength)
+            return ai_turn(self._tree_agents[game], state, key, num_simulations=strength)
+        agent = self.agents[game]
         player = self._players.get((game, strength))
         if player is None:  # one per (game, time): it keeps its measured speed
             player = self._players.setdefault((game, strength), agent.player(
@@ -470,9 +484,9 @@ def create_app(service: GameService):
 
 def serve_service(games: tuple[str, ...] = GAMES) -> GameService:
     """The service `azjax serve` runs: each game's agent (shipped model, else an untrained
-    network) at the strengths `SIMULATIONS`, the middle one by default. A model that plays
-    alpha-beta by default (the draughts model) is served with its network's Gumbel search,
-    whose strength the page sets by simulations.
+    network) at the strengths `SIMULATIONS`, the middle one by default, and the times per move
+    `MOVETIMES` (an alpha-beta model: its network's Gumbel search at the simulation counts,
+    alpha-beta on the times; see the module docstring).
 
     `games`: what `azjax play` takes, each: a registered game id (any game registered with
     `envs.register` is served the same way), a run or model dir (its game served by its
@@ -485,8 +499,6 @@ def serve_service(games: tuple[str, ...] = GAMES) -> GameService:
     agents: dict[str, Agent] = {}
     for spec in games:
         agent = load_play_agent(spec)
-        if agent.config.search.algorithm == "alphabeta":  # the strengths offered are simulations
-            agent = agent.with_search(["search.algorithm=gumbel"])
         name = spec if spec in envs.available() else agent.env.name
         if name in agents:
             raise ValueError(f"two of the games to serve are named {name!r} ({spec} and an "

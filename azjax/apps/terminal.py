@@ -187,7 +187,7 @@ def play_terminal(agent: Agent, *, simulations: int | None = None, first: str = 
     write(f"{agent.env.name}: playing against {model_label(agent)}.")
     root = jax.random.PRNGKey(seed)
     finished = 0
-    players = {human: "human", 1 - human: f"azjax, {model_label(agent)}"}
+    players = {human: "human", 1 - human: agent.record_name}
     for game in _games():
         record: list[int] = []
         if not _one_game(agent, human=human, simulations=simulations, start=begin,
@@ -264,7 +264,7 @@ def watch_engine(agent: Agent, engine: str, *, simulations: int | None = None,
                         else "the AI wins."))
     from azjax.envs.pdn import pdn_result
 
-    _save_pdn(pdn, env, record, begin, {seat: label, 1 - seat: f"azjax, {model_label(agent)}"},
+    _save_pdn(pdn, env, record, begin, {seat: label, 1 - seat: agent.record_name},
               "azjax play --against", 1, write, result=pdn_result(state))
     return winner
 

@@ -160,7 +160,7 @@ def _play_arenas(agent: Agent, opponents: list[str], sims: int, key: jax.Array, 
             me = (agent.player(num_simulations=sims, movetime=movetime) if stepped  # its pace
                   else search_player(agent.search_fn, agent.params, sims))
             record = None if pdn is None else ArenaGames(
-                agent.env, games, f"azjax {Path(agent.source or agent.env.name).name}", name)
+                agent.env, games, agent.record_name, name)
             with arena_bar(name, games, progress) as tick:
                 if engine or record is not None:
                     result, mine, theirs = play_engine_arena(
