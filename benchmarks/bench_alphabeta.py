@@ -11,6 +11,10 @@ configuration is compiled and warmed up first.
     python benchmarks/bench_alphabeta.py                      # draughts, depths 2 4 6 8
     python benchmarks/bench_alphabeta.py --game connect_four --depths 4 6 8 --batch 64
     python benchmarks/bench_alphabeta.py --model draughts --depths 2 4 6  # the shipped network
+    python benchmarks/bench_alphabeta.py --model draughts --depths 12 --cores 1  # on one core
+
+`--cores N` runs the whole benchmark on N of the cores the process may use, chosen before
+JAX starts (`azjax.apps.cores.on_cores`, as `azjax play --cores` does; 0: all of them).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import numpy as np
 
 from azjax import envs
 from azjax.agent import Agent
+from azjax.apps.cores import on_cores
 from azjax.core.alphabeta import AlphaBetaConfig, alphabeta_search
 from azjax.evaluation.alphabeta import alphabeta_player
 from azjax.evaluation.baselines import random_player
@@ -103,11 +108,19 @@ def main() -> None:
     parser.add_argument("--model", default=None,
                         help="a model (game id, run dir or model dir): time its network searched "
                              "by alpha-beta instead of the baseline")
+    parser.add_argument("--cores", type=int, default=0,
+                        help="run on this many of the process's cores (0: all)")
     args = parser.parse_args()
+    with on_cores(args.cores) as cores:  # before JAX starts: it sizes its threads by them
+        run(args, cores)
+
+
+def run(args: argparse.Namespace, cores: int) -> None:
+    """The benchmark's table for `args`, on `cores` cores."""
     agent = None if args.model is None else Agent.load(args.model)
     env = envs.make(args.game) if agent is None else agent.env
     positions = middle_games(env, args.positions, seed=0)
-    print(machine_description())
+    print(f"{machine_description()}; searching on {cores} of them")
     searched = "alphabeta:D" if agent is None else f"{args.model}'s network by alpha-beta"
     print(f"{env.name}: {len(positions)} middle-game positions, {searched}")
     print(f"{'depth':>5} {'s/move median':>14} {'s/move p90':>11} {'nodes/move':>11} "

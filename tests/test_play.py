@@ -283,3 +283,22 @@ def test_moves_are_played_from_the_position_and_first_names_who_is_to_move():
         parse_start(draughts, "18-14 2-9", "W:W18,24,K27:B12,16,K2")
     with pytest.raises(ValueError, match="--first must be 'human' or 'ai', got 'me'"):
         seat_of(start, "me")
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="CPU affinity is Linux's")
+def test_play_runs_on_the_cores_it_is_given_and_gives_them_back():
+    """`azjax play --cores N` (`on_cores`): the body runs on N of the process's cores, all of
+    them with 0, and afterwards the process has every core it had; a negative count is one
+    line."""
+    from azjax.apps.cores import on_cores
+
+    allowed = os.sched_getaffinity(0)
+    with on_cores(1) as used:
+        assert used == 1 and os.sched_getaffinity(0) == {min(allowed)}
+    assert os.sched_getaffinity(0) == allowed
+    with on_cores(0) as used:
+        assert used == len(allowed) and os.sched_getaffinity(0) == allowed
+    out = RUNNER.invoke(app, ["play", "tic_tac_toe", "--cores", "-1"], input="")
+    assert out.exit_code == 2
+    assert out.output.splitlines()[-1] == "error: --cores must be >= 0 (0: every core), got -1"
+    assert os.sched_getaffinity(0) == allowed

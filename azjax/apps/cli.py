@@ -522,32 +522,47 @@ def play(
     against: Annotated[str | None, typer.Option(
         help="Watch the agent play an external checkers engine, cb:PATH[@SECONDS] (draughts; "
              "docs/engines.md), for one game: the engine takes the human's seat")] = None,
+    cores: Annotated[int, typer.Option(
+        help="CPU cores the search runs on (0: all): one searches a single game fastest on "
+             "a CPU (docs/play-and-serve.md)")] = 1,
     trust_game: Annotated[bool, typer.Option("--trust-game", help=_TRUST_HELP)] = False,
 ) -> None:
     """Play against an agent in the terminal (moves in the game's human notation)."""
     _check_simulations(simulations=simulations)
     _check_movetime(movetime=movetime)
     _check_seed(seed)
+    from azjax.apps.cores import on_cores
+
+    try:
+        with on_cores(cores):
+            _play(spec, simulations=simulations, movetime=movetime, overrides=set_ or [],
+                  first=first, moves=moves, position=position, pdn=pdn, seed=seed,
+                  against=against)
+    except _user_errors() as error:
+        _fail(error)
+
+
+def _play(spec: str, *, simulations: int | None, movetime: float | None, overrides: list[str],
+          first: str, moves: str, position: str, pdn: Path | None, seed: int,
+          against: str | None) -> None:
+    """`azjax play`'s game against a person, or the watched game against `against`."""
     from azjax.apps.terminal import play_terminal, watch_engine
     from azjax.apps.turns import load_play_agent
 
-    try:
-        agent = load_play_agent(spec).with_search(set_ or [])
-        _check_tree_search(agent, simulations)
-        if against is not None:
-            from azjax.config import is_engine_name
-            from azjax.evaluation.checkerboard import check_engine_opponent
+    agent = load_play_agent(spec).with_search(overrides)
+    _check_tree_search(agent, simulations)
+    if against is not None:
+        from azjax.config import is_engine_name
+        from azjax.evaluation.checkerboard import check_engine_opponent
 
-            if not is_engine_name(against):
-                raise ValueError(f"--against takes an engine, cb:PATH[@SECONDS]; got {against!r}")
-            check_engine_opponent(agent.env, against)
-            watch_engine(agent, against, simulations=simulations, first=first, start=moves,
-                         position=position, seed=seed, movetime=movetime, pdn=pdn)
-            return
-        play_terminal(agent, simulations=simulations, first=first, start=moves,
-                      position=position, seed=seed, movetime=movetime, pdn=pdn)
-    except _user_errors() as error:
-        _fail(error)
+        if not is_engine_name(against):
+            raise ValueError(f"--against takes an engine, cb:PATH[@SECONDS]; got {against!r}")
+        check_engine_opponent(agent.env, against)
+        watch_engine(agent, against, simulations=simulations, first=first, start=moves,
+                     position=position, seed=seed, movetime=movetime, pdn=pdn)
+        return
+    play_terminal(agent, simulations=simulations, first=first, start=moves,
+                  position=position, seed=seed, movetime=movetime, pdn=pdn)
 
 
 def _check_tree_search(agent, simulations: int | None) -> None:
