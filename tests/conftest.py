@@ -37,6 +37,11 @@ jax.config.update("jax_compilation_cache_dir", str(JAX_CACHE))
 jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
 jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
 
+# `azjax play` searches on all cores here (its default is one, `AZJAX_PLAY_CORES`): the suite's
+# games are a few moves long, compiling dominates them and compiles on every core, and in this
+# process JAX's threads are started already, so confining them would only slow the compiles.
+os.environ["AZJAX_PLAY_CORES"] = "0"
+
 # Property tests check what the code computes, never how fast: no per-example deadline.
 settings.register_profile("azjax", deadline=None)
 settings.load_profile("azjax")

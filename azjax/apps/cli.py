@@ -523,8 +523,9 @@ def play(
         help="Watch the agent play an external checkers engine, cb:PATH[@SECONDS] (draughts; "
              "docs/engines.md), for one game: the engine takes the human's seat")] = None,
     cores: Annotated[int, typer.Option(
+        envvar="AZJAX_PLAY_CORES",
         help="CPU cores the search runs on (0: all): one searches a single game fastest on "
-             "a CPU (docs/play-and-serve.md)")] = 1,
+             "a CPU; compiling, on every core, is quicker (docs/play-and-serve.md)")] = 1,
     trust_game: Annotated[bool, typer.Option("--trust-game", help=_TRUST_HELP)] = False,
 ) -> None:
     """Play against an agent in the terminal (moves in the game's human notation)."""
