@@ -102,7 +102,7 @@ def _noise_pct(card_pct: float, count: int) -> float:
 
 
 def _check_arena_against_random(agent, card, num_games: int = 10,
-                                max_simulations: int = 64, max_positions: int = 256):
+                                max_simulations: int = 64, max_positions: int = 64):
     """A game without an oracle: its card's score against random, re-measured on a few games
     (both colours) with the model's default search, capped at `max_simulations` (or, for
     alpha-beta, `max_positions` a move and no endgame table): random tests the network more
