@@ -1,9 +1,9 @@
 """Every shipped model loads by game id and still scores what its model card says, and so
 does the worked example's model (examples/hexapawn_model, a game defined outside azjax).
 
-Games with an oracle are re-scored on it (every position of tic-tac-toe and hexapawn, a
-subset of the larger sets); games without one (draughts) replay a few of the card's games
-against random.
+Games with an oracle are re-scored on it (every position of tic-tac-toe and hexapawn, the
+hexapawn search on a subset, a subset of the larger sets); games without one (draughts)
+replay a few of the card's games against random.
 """
 
 from __future__ import annotations
