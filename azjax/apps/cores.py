@@ -4,8 +4,8 @@ A game against a person is searched one position at a time. XLA's CPU runtime ru
 program's independent operations on a pool of threads, one per core, and a search over a batch
 of one is hundreds of tiny operations per position: handing them between threads costs more
 than it saves. On one core the shipped draughts model's alpha-beta move takes 0.6 to 0.7 times
-as long as on both of a 2-core Intel Xeon (docs/benchmarks.md, "Alpha-beta over the network"). Linux only (the
-process's CPU affinity); elsewhere it changes nothing.
+as long as on both of a 2-core Intel Xeon (docs/benchmarks.md, "Alpha-beta over the network").
+Linux only (the process's CPU affinity); elsewhere it changes nothing.
 """
 
 from __future__ import annotations
