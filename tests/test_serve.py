@@ -338,6 +338,11 @@ def test_an_alphabeta_model_plays_alphabeta_on_the_clock_and_its_tree_search_by_
     shipped = Agent.load("draughts").with_search(["search.endgame_table=0",
                                                   "search.alphabeta_nodes=64"])
     service = GameService({"draughts": shipped}, simulations=(4,), movetimes=(600.0,))
+    tree = service._tree_agents["draughts"]  # what the simulation counts search with
+    assert tree.config.search.algorithm == "gumbel"
+    assert tree.config.network == shipped.config.network
+    assert tree.config.search.endgame_table == shipped.config.search.endgame_table
+    assert jax.tree.all(jax.tree.map(np.array_equal, tree.params, shipped.params))
     request = {"game": "draughts", "moves": _actions("draughts", "11-15")}
     timed = service.move(json.dumps(dict(request, movetime=600.0)).encode())
     assert timed["search"] == "alphabeta" and 1 <= timed["depth"] <= 12

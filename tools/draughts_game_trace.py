@@ -176,7 +176,7 @@ def summary(trace: dict) -> None:
 def write_pdn(agent: Agent, opponent_name: str, trace: dict, path: str) -> None:
     """Appends the traced games to `path` in PDN (`azjax.envs.pdn`), in game order, each with
     the agent's colour and its result (a forfeit included, which the board does not show)."""
-    from azjax.envs.pdn import pdn_game
+    from azjax.envs.pdn import pdn_game, result_of_winner
 
     names = agent.record_name, opponent_name
     with open(path, "a", encoding="utf-8") as file:
@@ -187,7 +187,7 @@ def write_pdn(agent: Agent, opponent_name: str, trace: dict, path: str) -> None:
             black, white = names if me == 0 else names[::-1]
             file.write(pdn_game(agent.env, trace["action"][moved, game].tolist(), black=black,
                                 white=white, event="draughts_game_trace", round_=str(game + 1),
-                                result={None: "1/2-1/2", 0: "1-0", 1: "0-1"}[winner]))
+                                result=result_of_winner(winner)))
 
 
 def main() -> None:

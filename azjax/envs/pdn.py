@@ -20,7 +20,7 @@ import jax
 from azjax.envs.core import Env, whole_moves, winner_of
 from azjax.envs.draughts import Draughts, State
 
-__all__ = ["GAME_TYPE", "check_recordable", "pdn_game", "pdn_result"]
+__all__ = ["GAME_TYPE", "check_recordable", "pdn_game", "pdn_result", "result_of_winner"]
 
 GAME_TYPE = "21"  # PDN's number for English draughts (American checkers)
 
@@ -36,7 +36,12 @@ def pdn_result(state: State) -> str:
     `1/2-1/2` or `*` (still running)."""
     if not bool(state.terminated | state.truncated):
         return "*"
-    winner = winner_of(state)
+    return result_of_winner(winner_of(state))
+
+
+def result_of_winner(winner: int | None) -> str:
+    """The PDN result of a finished game won by player `winner` (0: Black, 1: White; None: a
+    draw): `1-0`, `0-1` or `1/2-1/2`. For results the board does not show (a forfeit)."""
     return "1/2-1/2" if winner is None else ("1-0" if winner == 0 else "0-1")
 
 
