@@ -45,13 +45,8 @@ from azjax.core.selfplay import init_selfplay, make_selfplay, resolve_lengths
 from azjax.training.metrics import machine_description
 
 DEFAULT_CONFIG = Path(__file__).resolve().parents[1] / "experiments" / "connect_four.yaml"
-PEAK_GFLOPS = 115.0  # this 2-core CPU's fp32 matmul peak, measured
+PEAK_SIZE = 2048  # the square float32 matmul whose speed here is the "peak" column's 100%
 _ILLEGAL = -1e9
-
-
-def _of_peak(gflops: float) -> str:
-    """Share of the CPU's peak; blank on an accelerator, whose peak is not that figure."""
-    return f"{100 * gflops / PEAK_GFLOPS:>6.1f}%" if jax.default_backend() == "cpu" else f"{'-':>7}"
 
 
 # ---- configuration ---------------------------------------------------------------------------
@@ -187,6 +182,23 @@ def make_network_only(apply_fn, batch: int, calls: int, observation_shape):
     return jax.jit(run)
 
 
+def matmul_gflops(size: int = PEAK_SIZE, repeats: int = 5) -> float:
+    """GFLOP/s of the fastest of `repeats` jitted [size, size] @ [size, size] float32 products
+    (2 size**3 FLOPs each) on the default device, after one warm-up: the dense-algebra ceiling
+    this machine reaches, measured in the same run rather than taken from a spec sheet (a
+    2-core VM's cores differ from machine to machine)."""
+    a, b = (jax.random.normal(k, (size, size), jnp.float32)
+            for k in jax.random.split(jax.random.PRNGKey(0)))
+    product = jax.jit(jnp.matmul)
+    jax.block_until_ready(product(a, b))
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        jax.block_until_ready(product(a, b))
+        best = min(best, time.perf_counter() - start)
+    return 2 * size**3 / best / 1e9
+
+
 # ---- host ------------------------------------------------------------------------------------
 
 
@@ -274,6 +286,7 @@ def main() -> None:
             wall[name].append(w)
             cpu[name].append(c)
     load_after = load_average()
+    peak = matmul_gflops()
 
     search = config.search
     algo = "gumbel_muzero_policy" if search.algorithm == "gumbel" else "muzero_policy"
@@ -292,7 +305,7 @@ def main() -> None:
           f"evaluations per position; medians of {args.rounds} interleaved rounds")
     print()
     print_table(wall, cpu, compile_s, positions=positions, evals=evals, flops=flops,
-                net_evals=batch * net_calls, net_label=f"network alone (B={batch}, "
+                net_evals=batch * net_calls, peak=peak, net_label=f"network alone (B={batch}, "
                 f"{net_calls} calls)")
     print()
     ratio = statistics.median(wall["pgx"]) / statistics.median(wall["azjax"])
@@ -304,8 +317,9 @@ def main() -> None:
         f"{name} {min(t):.2f}-{max(t):.2f}" for name, t in wall.items()))
 
 
-def print_table(wall, cpu, compile_s, *, positions, evals, flops, net_evals, net_label):
-    """The markdown table: one row per side, and the network alone scaled to one chunk."""
+def print_table(wall, cpu, compile_s, *, positions, evals, flops, net_evals, peak, net_label):
+    """The markdown table: one row per side, and the network alone scaled to one chunk; "of
+    peak" is GFLOP/s over `peak`, this machine's float32 matmul GFLOP/s."""
     med = {name: statistics.median(t) for name, t in wall.items()}
     med_cpu = {name: statistics.median(t) for name, t in cpu.items()}
     net_rate = net_evals / med["network"]  # evaluations/s of the network alone
@@ -322,16 +336,16 @@ def print_table(wall, cpu, compile_s, *, positions, evals, flops, net_evals, net
         ev_s = pos_s * evals
         gflops = ev_s * flops / 1e9
         print(f"| {label:<34} | {med[name]:>6.2f} | {med_cpu[name]:>6.2f} | {pos_s:>11,.0f} | "
-              f"{ev_s:>11,.0f} | {gflops:>7.2f} | {_of_peak(gflops)} | "
+              f"{ev_s:>11,.0f} | {gflops:>7.2f} | {100 * gflops / peak:>6.1f}% | "
               f"{compile_s[name]:>9.1f} |")
     scale = positions * evals / net_evals  # network calls per chunk / calls timed
     gflops = net_rate * flops / 1e9
     print(f"| {net_label:<34} | {med['network'] * scale:>6.2f} | "
           f"{med_cpu['network'] * scale:>6.2f} | {'':>11} | {net_rate:>11,.0f} | "
-          f"{gflops:>7.2f} | {_of_peak(gflops)} | "
+          f"{gflops:>7.2f} | {100 * gflops / peak:>6.1f}% | "
           f"{compile_s['network']:>9.1f} |")
     print(f"(network row: times scaled to one chunk's {positions * evals:,} evaluations; "
-          f"peak = the 2-core CPU's {PEAK_GFLOPS:.0f} GFLOP/s fp32)")
+          f"peak = a {PEAK_SIZE}x{PEAK_SIZE} float32 matmul here, {peak:.1f} GFLOP/s)")
 
 
 if __name__ == "__main__":

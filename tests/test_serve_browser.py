@@ -115,11 +115,14 @@ def test_a_whole_connect_four_game_against_the_shipped_model_by_clicking(tmp_pat
             status = page.inner_text("#status")
             history = page.locator("#history li").all_inner_texts()
             stones = page.locator("#board .piece.p0, #board .piece.p1").count()
+            searched = page.inner_text("#searched")
     finally:
         server.stop()
 
     # Every AI reply was a legal whole turn for the position the page sent, at the default.
     assert replies and all(len(answer["ai_moves"]) == 1 for _, answer in replies)
+    # The page says what the search behind the AI's last move looked at.
+    assert searched == f"Searched {replies[-1][1]['simulations']:,} simulations (Gumbel search)."
     for sent, answer in replies:
         request = json.loads(sent)
         assert request["simulations"] == service.default_simulations

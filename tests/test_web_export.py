@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import http.server
+import re
 import shutil
 import socketserver
 import subprocess
@@ -141,9 +142,13 @@ def test_the_exported_page_plays_a_legal_game_to_the_end_by_clicks(exported, gam
     env = _agent(game).env
     with _served(exported[game]) as url, _page(url) as page:
         result, history = _play_by_clicks(page, np.random.default_rng(0))
+        searched = page.locator("#searched").inner_text()
         timed = page.evaluate("r => window.azjax.backend.move(r)",
                               {"game": env.name, "moves": [], "movetime": 0.2})
     assert timed["simulations"] >= 1 and len(timed["policy"]) == env.num_actions
+    # The answer names its search as `azjax serve`'s do, and the page says what it searched.
+    assert timed["search"] == _agent(game).config.search.algorithm
+    assert re.fullmatch(r"Searched [\d,]+ simulations \((Gumbel|PUCT) search\)\.", searched)
     assert bool(np.asarray(env.init(jax.random.PRNGKey(0)).legal_action_mask)[timed["move"]])
     assert result in ("human", "ai", "draw")
     state, step = env.init(jax.random.PRNGKey(0)), jitted_step(env)

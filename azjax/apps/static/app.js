@@ -119,6 +119,7 @@ async function aiTurn(mine) {
   if (mine !== generation) return;
   game.moves = reply.moves;
   $("value").textContent = (reply.value >= 0 ? "+" : "") + reply.value.toFixed(2);
+  $("searched").textContent = searchedNote(reply);
   const labels = info.games[game.id].labels;
   const top = reply.policy.map((p, a) => [p, a]).sort((x, y) => y[0] - x[0]).slice(0, 3);
   $("top-moves").innerHTML = "";
@@ -129,6 +130,17 @@ async function aiTurn(mine) {
     $("top-moves").appendChild(li);
   }
   refresh();
+}
+
+function searchedNote(reply) {
+  // What the search behind the move looked at: alpha-beta counts positions and whole moves
+  // deep, a tree search its simulations.
+  if (reply.search === "alphabeta") {
+    return `Searched ${reply.simulations.toLocaleString()} positions, ${reply.depth} moves deep ` +
+      "(alpha-beta).";
+  }
+  const name = { gumbel: "Gumbel", puct: "PUCT" }[reply.search] || "tree";
+  return `Searched ${reply.simulations.toLocaleString()} simulations (${name} search).`;
 }
 
 function drawHistory(turns) {

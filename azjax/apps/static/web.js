@@ -227,7 +227,7 @@ export async function webBackend() {
       move: aiMoves[0], ai_moves: aiMoves, moves, value: first.value,
       policy: Array.from(first.policy), terminated: d.done,
       winner: !d.done ? null : winner === null ? "draw" : winner === ai ? "ai" : "human",
-      simulations: first.visitCounts.reduce((a, b) => a + b, 0),
+      simulations: first.visitCounts.reduce((a, b) => a + b, 0), search: search.algorithm,
     };
   }
 
