@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 import pyspiel
 import pytest
-from conftest import REPO_ROOT
+from conftest import REPO_ROOT, run_optimised
 from open_spiel.python.algorithms import minimax as spiel_minimax
 from typer.testing import CliRunner
 
@@ -273,10 +273,9 @@ def test_solves_tic_tac_toe_with_results_alone():
 def test_never_plays_an_illegal_move_against_random(env, games):
     """Through the arena every evaluation plays (`run_arena`): half the games with each
     colour, 200 plies at most."""
-    arena = jax.jit(functools.partial(run_arena, env=env, player_a=alphabeta_player(env, 1),
-                                      player_b=random_player(env), num_games=games,
-                                      max_steps=200))
-    result = ArenaResult.from_outcomes(*arena(jax.random.PRNGKey(5)))
+    arena = functools.partial(run_arena, env=env, player_a=alphabeta_player(env, 1),
+                              player_b=random_player(env), num_games=games, max_steps=200)
+    result = ArenaResult.from_outcomes(*run_optimised(arena, jax.random.PRNGKey(5)))
     assert result.illegal_moves_a == 0
     assert result.wins >= 0.9 * games and result.losses <= 0.02 * games, result
 
