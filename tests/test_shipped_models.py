@@ -8,6 +8,7 @@ replay a few of the card's games against random.
 
 from __future__ import annotations
 
+import functools
 import json
 
 import jax
@@ -16,7 +17,7 @@ from conftest import REPO_ROOT, run_optimised
 
 from azjax import Agent
 from azjax.agent import MODELS_DIR
-from azjax.evaluation.arena import play_arena
+from azjax.evaluation.arena import ArenaResult, default_max_steps, run_arena
 from azjax.evaluation.baselines import random_player
 from azjax.evaluation.oracle import has_oracle, load_oracle
 from azjax.evaluation.oracle_score import count_oracle_errors, stack_oracle_sets
@@ -114,7 +115,9 @@ def _check_arena_against_random(agent, card, num_games: int = 10,
             "search.endgame_table=0"])
     me = search_player(agent.search_fn, agent.params,
                        min(agent.num_simulations, max_simulations))
-    result = play_arena(agent.env, me, random_player(agent.env), key=jax.random.PRNGKey(1),
-                        num_games=num_games)
+    arena = functools.partial(run_arena, env=agent.env, player_a=me,
+                              player_b=random_player(agent.env), num_games=num_games,
+                              max_steps=default_max_steps(agent.env))
+    result = ArenaResult.from_outcomes(*run_optimised(arena, jax.random.PRNGKey(1)))
     # 10 games: a card at 1.0 that lost even a quarter of its games would show here.
     assert result.score >= card["eval/vs_random/score"] - 0.25, (result, card)
