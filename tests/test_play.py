@@ -287,9 +287,9 @@ def test_moves_are_played_from_the_position_and_first_names_who_is_to_move():
 
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="CPU affinity is Linux's")
 def test_play_runs_on_the_cores_it_is_given_and_gives_them_back():
-    """`azjax play --cores N` (`on_cores`): the body runs on N of the process's cores, all of
-    them with 0, and afterwards the process has every core it had; a negative count is one
-    line."""
+    """`azjax play --cores N` and `azjax eval --cores N` (`on_cores`): the body runs on N of
+    the process's cores, all of them with 0, and afterwards the process has every core it had;
+    a negative count is one line."""
     from azjax.apps.cores import on_cores
 
     allowed = os.sched_getaffinity(0)
@@ -298,7 +298,10 @@ def test_play_runs_on_the_cores_it_is_given_and_gives_them_back():
     assert os.sched_getaffinity(0) == allowed
     with on_cores(0) as used:
         assert used == len(allowed) and os.sched_getaffinity(0) == allowed
-    out = RUNNER.invoke(app, ["play", "tic_tac_toe", "--cores", "-1"], input="")
-    assert out.exit_code == 2
-    assert out.output.splitlines()[-1] == "error: --cores must be >= 0 (0: every core), got -1"
-    assert os.sched_getaffinity(0) == allowed
+    for command in (["play", "tic_tac_toe"], ["eval", "tic_tac_toe", "--against", "random"],
+                    ["eval", "runs/none", "--ladder"]):  # `azjax eval --cores` too
+        out = RUNNER.invoke(app, [*command, "--cores", "-1"], input="")
+        assert out.exit_code == 2, command
+        assert out.output.splitlines()[-1] == \
+            "error: --cores must be >= 0 (0: every core), got -1", command
+        assert os.sched_getaffinity(0) == allowed

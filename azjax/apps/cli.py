@@ -277,30 +277,39 @@ def evaluate(
         help="Append every arena's games to this file in PDN, the notation checkers programs "
              "read (draughts; the arenas are then played ply by ply from the host, the games "
              "of one device)")] = None,
+    cores: Annotated[int, typer.Option(
+        help="CPU cores the arenas run on (0: all): alpha-beta over a network searches a "
+             "batch of games quicker on one core of a CPU, a tree search slower "
+             "(docs/engines.md)")] = 0,
     trust_game: Annotated[bool, typer.Option("--trust-game", help=_TRUST_HELP)] = False,
 ) -> None:
     """Evaluate an agent: arenas against baselines or agents, oracle scoring, Elo ladders."""
     _check_simulations(simulations=simulations, against_simulations=against_simulations)
     _check_movetime(movetime=movetime, against_movetime=against_movetime)
     _check_seed(seed)
+    from azjax.apps.cores import on_cores
     from azjax.evaluation.measure import evaluate_agent
-
 
     if ladder:
         _check_ladder(set_, against_simulations, opening_plies,
                       movetime is not None or against_movetime is not None or equal_time, pdn)
-        _ladder(spec, against or [], games, simulations, seed, anchors)
+        try:
+            with on_cores(cores):
+                _ladder(spec, against or [], games, simulations, seed, anchors)
+        except ValueError as error:  # --cores below 0 (the ladder reports its own errors)
+            _fail(error)
         return
     if anchors is not None:
         _fail(ValueError("--anchors applies to a --ladder"))
     try:
-        evaluate_agent(spec, against=against or [], oracle=oracle, games=games,
-                       num_simulations=simulations, seed=seed,
-                       oracle_positions=oracle_positions, report=typer.echo,
-                       overrides=set_ or [], progress=True,
-                       opponent_simulations=against_simulations,
-                       opening_plies=opening_plies, movetime=movetime,
-                       opponent_movetime=against_movetime, equal_time=equal_time, pdn=pdn)
+        with on_cores(cores):
+            evaluate_agent(spec, against=against or [], oracle=oracle, games=games,
+                           num_simulations=simulations, seed=seed,
+                           oracle_positions=oracle_positions, report=typer.echo,
+                           overrides=set_ or [], progress=True,
+                           opponent_simulations=against_simulations,
+                           opening_plies=opening_plies, movetime=movetime,
+                           opponent_movetime=against_movetime, equal_time=equal_time, pdn=pdn)
     except _user_errors() as error:
         _fail(error)
 
