@@ -168,6 +168,9 @@ def test_cli_eval_names_the_simulations_of_an_agent_opponent(tiny_run):
     assert out.exit_code == 2 and "apply to agent opponents" in out.output, out.output
     out = RUNNER.invoke(app, ["eval", str(run_dir), "--ladder", "--against-simulations", "3"])
     assert out.exit_code == 2 and "--ladder" in out.output, out.output
+    out = RUNNER.invoke(app, ["eval", str(run_dir), "--anchors", "anchors.json"])
+    assert out.exit_code == 2, out.output
+    assert out.output.splitlines()[-1] == "error: --anchors applies to a --ladder"
 
 
 def test_load_errors_name_the_problem(tmp_path):

@@ -293,16 +293,12 @@ def evaluate(
     if ladder:
         _check_ladder(set_, against_simulations, opening_plies,
                       movetime is not None or against_movetime is not None or equal_time, pdn)
-        try:
-            with on_cores(cores):
-                _ladder(spec, against or [], games, simulations, seed, anchors)
-        except ValueError as error:  # --cores below 0 (the ladder reports its own errors)
-            _fail(error)
-        return
-    if anchors is not None:
+    elif anchors is not None:
         _fail(ValueError("--anchors applies to a --ladder"))
     try:
         with on_cores(cores):
+            if ladder:  # (it reports its own errors)
+                return _ladder(spec, against or [], games, simulations, seed, anchors)
             evaluate_agent(spec, against=against or [], oracle=oracle, games=games,
                            num_simulations=simulations, seed=seed,
                            oracle_positions=oracle_positions, report=typer.echo,
