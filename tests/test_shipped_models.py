@@ -78,8 +78,10 @@ def _check_oracle_scores(agent, card, sets, limit, search_limit=None):
     players = {
         "raw": lambda p: network_player(agent.env, agent.apply_fn, p),
         "search": lambda p: search_player(agent.search_fn, p, agent.num_simulations)}
-    for kind, cut in (("raw", limit), ("search", search_limit or limit)):
-        states, preserving, set_index, sizes = stack_oracle_sets(sets, cut)
+    cuts = {"raw": limit, "search": search_limit or limit}
+    stacked = {cut: stack_oracle_sets(sets, cut) for cut in set(cuts.values())}
+    for kind, cut in cuts.items():
+        states, preserving, set_index, sizes = stacked[cut]
         counts = run_optimised(lambda p, k, s, m, i, kind=kind: count_oracle_errors(
             players[kind](p), k, s, m, i, len(sets)),
             agent.params, jax.random.PRNGKey(0), states, preserving, set_index)

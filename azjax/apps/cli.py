@@ -297,7 +297,7 @@ def evaluate(
         _fail(ValueError("--anchors applies to a --ladder"))
     try:
         with on_cores(cores):
-            if ladder:  # (it reports its own errors)
+            if ladder:
                 return _ladder(spec, against or [], games, simulations, seed, anchors)
             evaluate_agent(spec, against=against or [], oracle=oracle, games=games,
                            num_simulations=simulations, seed=seed,
