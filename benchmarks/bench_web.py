@@ -3,15 +3,17 @@
     python benchmarks/bench_web.py [--games tic_tac_toe connect_four draughts hexapawn]
                                    [--positions 5] [--screenshot docs/images/web-connect-four.png]
 
-Per game (its shipped model, hexapawn's examples/hexapawn_model; a model that plays alpha-beta
-is exported with its network's Gumbel search and no endgame table, which is what `azjax export
---web` asks of it, the page having neither): the export's wall time, the
-folder's size (all of it, and without the onnxruntime-web runtime every page carries), the
-page's load time (from navigation to "Your move.", a fresh browser profile, files from a local
-static server), and the AI's time per move at each strength the page offers (median over
-`--positions` positions of random play, in the page, after one warm-up move). Also the number
-of those positions where the page's move at the model's default simulations equals
-`Agent.act`'s. Needs Debian's chromium and `npm ci` (onnxruntime-web).
+Per game (its shipped model, hexapawn's examples/hexapawn_model; a model with an endgame table
+is exported without it, which is what `azjax export --web` asks of it, the page having none):
+the export's wall time, the folder's size (all of it, and without the onnxruntime-web runtime
+every page carries), the page's load time (from navigation to "Your move.", a fresh browser
+profile, files from a local static server), the AI's time per move at each simulation count
+the page offers, and what its search reached in each time per move: simulations, or for a model
+that plays alpha-beta there, positions and whole moves deep (medians over `--positions`
+positions of random play, in the page, after one warm-up move). Also the number of those
+positions where the page's move at the model's default simulations equals `Agent.act`'s (an
+alpha-beta model's: its network's Gumbel search, which the page plays at simulation counts).
+Needs Debian's chromium and `npm ci` (onnxruntime-web).
 """
 
 from __future__ import annotations
@@ -66,15 +68,17 @@ def measure(game: str, out: Path, count: int, screenshot: str | None) -> dict:
     from playwright.sync_api import sync_playwright
 
     agent = Agent.load(MODELS[game], trust_game=True)
-    if agent.config.search.algorithm == "alphabeta":
-        agent = agent.with_search(["search.algorithm=gumbel", "search.endgame_table=0"])
+    if agent.config.search.endgame_table:
+        agent = agent.with_search(["search.endgame_table=0"])
     started = time.perf_counter()
     export_web(agent, out)
     export_s = time.perf_counter() - started
     lists = random_move_lists(agent.env, count, seed=0, plies=(2, 12))
     states = [list(positions_along(agent.env, moves))[-1] for moves in lists]
     batch = jax.tree.map(lambda *xs: np.stack(xs), *states)
-    want = np.asarray(agent.act(jax.random.PRNGKey(0), batch)).tolist()
+    counted = agent.with_search(["search.algorithm=gumbel"]) \
+        if agent.config.search.algorithm == "alphabeta" else agent
+    want = np.asarray(counted.act(jax.random.PRNGKey(0), batch)).tolist()
     row = {"game": game, "export_s": export_s, "mb": folder_size(out) / 1e6,
            "mb_own": folder_size(out, skip="ort") / 1e6}
     with served(out) as url, tempfile.TemporaryDirectory() as profile, \
@@ -101,6 +105,14 @@ def measure(game: str, out: Path, count: int, screenshot: str | None) -> dict:
             row["ms"][n] = statistics.median(ms for ms, _ in replies)
             if n == agent.num_simulations:
                 row["same"] = sum(m == w for (_, m), w in zip(replies, want, strict=True))
+        reached = "r => window.azjax.backend.move(r).then(a => [a.simulations, a.depth ?? null])"
+        row["reached"] = {}
+        for movetime in page.evaluate("window.azjax.backend.games().then(g => g.movetimes)"):
+            replies = [page.evaluate(reached, {"game": agent.env.name, "moves": moves,
+                                               "movetime": movetime}) for moves in lists]
+            depths = [d for _, d in replies if d is not None]
+            row["reached"][movetime] = (statistics.median(n for n, _ in replies),
+                                        statistics.median(depths) if depths else None)
         if screenshot:
             for _ in range(3):
                 count_before = page.locator("#history li").count()
@@ -129,13 +141,16 @@ def main() -> None:
             rows.append(measure(game, Path(tmp) / game, args.positions, shot))
             print(f"measured {game}", flush=True)
     print("\n| game | export s | folder MB (own files) | load s | ms per move at "
-          "simulations | page = Agent.act at the default |")
-    print("|---|---:|---:|---:|---|---:|")
+          "simulations | reached per time per move | page = Agent.act at the default |")
+    print("|---|---:|---:|---:|---|---|---:|")
     for r in rows:
         times = ", ".join(f"{n}: {ms:,.0f}" for n, ms in r["ms"].items())
+        reached = ", ".join(
+            f"{t} s: {n:,.0f} simulations" if d is None else
+            f"{t} s: {n:,.0f} positions, {d:g} moves deep" for t, (n, d) in r["reached"].items())
         print(f"| {r['game']} | {r['export_s']:.0f} | {r['mb']:.1f} ({r['mb_own']:.2f}) | "
-              f"{r['load_s']:.1f} | {times} | {r.get('same', '-')}/{args.positions} at "
-              f"{r['default']} |")
+              f"{r['load_s']:.1f} | {times} | {reached} | {r.get('same', '-')}/"
+              f"{args.positions} at {r['default']} |")
 
 
 if __name__ == "__main__":

@@ -59,6 +59,14 @@ def _agent(game: str) -> Agent:
     return Agent.load(MODELS[game], trust_game=True)
 
 
+@functools.cache
+def _alphabeta_agent() -> Agent:
+    """The tic-tac-toe model searched by alpha-beta, 2 whole moves deep: its leaves are the
+    network's values and the games' results."""
+    return _agent("tic_tac_toe").with_search(["search.algorithm=alphabeta",
+                                              "search.alphabeta_depth=2"])
+
+
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory):
     """game -> the folder written for its model: hexapawn's by `azjax export --web` as a
@@ -66,6 +74,7 @@ def exported(tmp_path_factory):
     root = tmp_path_factory.mktemp("web")
     folders = {game: export_web(_agent(game), root / game) for game in MODELS
                if game != "hexapawn"}
+    folders["alphabeta"] = export_web(_alphabeta_agent(), root / "alphabeta")
     folders["hexapawn"] = root / "hexapawn"
     folders["hexapawn_cli"] = subprocess.run(
         [sys.executable, "-m", "azjax", "export", MODELS["hexapawn"], "--web",
@@ -184,6 +193,40 @@ def test_the_page_moves_as_agent_act_on_fixed_positions(exported, game):
     assert len(differences) <= 1, differences
 
 
+def test_the_page_searches_an_alphabeta_model_as_azjax_does(exported):
+    """A model that searches by alpha-beta: the page's alpha-beta (alphabeta.js over the
+    exported graphs, as game.json sets it, no clock) finds azjax's values on 20 fixed
+    positions, its network's values through another runtime within 1e-4; at a time per move
+    the page answers with alpha-beta's move, positions and depth, and at a simulation count
+    with its network's Gumbel search, as `azjax serve` does."""
+    agent = _alphabeta_agent()
+    env, depth = agent.env, agent.config.search.alphabeta_depth
+    lists = random_move_lists(env, POSITIONS, seed=2)
+    states = [list(positions_along(env, moves))[-1] for moves in lists]
+    batch = jax.tree.map(lambda *xs: np.stack(xs), *states)
+    _, _, want = agent.search(jax.random.PRNGKey(0), batch)
+    search = """async r => {
+        const { runAlphaBeta } = await import("./static/alphabeta.js");
+        const game = window.azjax.backend.game;
+        const states = await game.positions(r.moves);
+        const ab = game.meta.search.alphabeta;  // what the export wrote, but no node budget
+        return runAlphaBeta(game.alphaBetaModel(), states[states.length - 1], {
+            depth: ab.depth, quiescence: ab.quiescence, leafScale: ab.leaf_scale });
+    }"""
+    with _served(exported["alphabeta"]) as url, _page(url) as page:
+        got = [page.evaluate(search, {"moves": moves}) for moves in lists]
+        timed = page.evaluate("r => window.azjax.backend.move(r)",
+                              {"game": env.name, "moves": [], "movetime": 0.2})
+        counted = page.evaluate("r => window.azjax.backend.move(r)",
+                                {"game": env.name, "moves": [], "simulations": SIMULATIONS})
+    assert all(g["complete"] and g["depth"] == depth for g in got)
+    np.testing.assert_allclose([g["value"] for g in got], np.asarray(want), atol=1e-4)
+    assert timed["search"] == "alphabeta" and timed["simulations"] >= 1
+    assert timed["depth"] >= 0 and sorted(timed["policy"])[-2:] == [0.0, 1.0]
+    assert timed["policy"][timed["move"]] == 1.0
+    assert (counted["search"], counted["simulations"]) == ("gumbel", SIMULATIONS)
+
+
 class _NoBoardCodes(TicTacToe):
     """Tic-tac-toe with a board view but no codes for it."""
 
@@ -202,11 +245,9 @@ def test_a_game_without_board_codes_is_refused_in_one_line(tmp_path):
     assert not (tmp_path / "page").exists()
 
 
-@pytest.mark.parametrize("key,value,off", [("endgame_table", "2", "0"), ("quiescence", "1", "0"),
-                                           ("algorithm", "alphabeta", "gumbel")])
-def test_an_endgame_table_quiescence_or_alphabeta_is_refused_in_one_line(tmp_path, key, value,
-                                                                        off):
-    """The page has no endgame table, no quiescence and no alpha-beta: a model searching with
+@pytest.mark.parametrize("key,value,off", [("endgame_table", "2", "0"), ("quiescence", "1", "0")])
+def test_an_endgame_table_or_quiescence_is_refused_in_one_line(tmp_path, key, value, off):
+    """The page has no endgame table and no tree-search quiescence: a model searching with
     one is named with the way out."""
     from azjax.apps.turns import untrained_agent
 
@@ -219,16 +260,23 @@ def test_an_endgame_table_quiescence_or_alphabeta_is_refused_in_one_line(tmp_pat
 
 def test_every_setting_the_page_cannot_play_is_named_in_one_line(tmp_path):
     """A model searching by alpha-beta with an endgame table (the shipped draughts model's
-    defaults): one line names both settings and the one export command that plays it."""
+    defaults) is refused for its table alone; a tree search with a table and quiescence gets
+    one line naming both settings and the one export command that plays it."""
     from azjax.apps.turns import untrained_agent
 
     agent = untrained_agent(envs.make("draughts")).with_search(
         ["search.algorithm=alphabeta", "search.endgame_table=4"])
     with pytest.raises(WebExportError) as error:
         export_web(agent, tmp_path / "page")
+    assert str(error.value) == ("search.endgame_table is not played in the browser: export "
+                                "with --set search.endgame_table=0")
+    tree = untrained_agent(envs.make("draughts")).with_search(["search.endgame_table=4",
+                                                               "search.quiescence=2"])
+    with pytest.raises(WebExportError) as error:
+        export_web(tree, tmp_path / "page")
     assert str(error.value) == (
-        "search.endgame_table, search.algorithm are not played in the browser: export with "
-        "--set search.endgame_table=0 --set search.algorithm=gumbel")
+        "search.endgame_table, search.quiescence are not played in the browser: export with "
+        "--set search.endgame_table=0 --set search.quiescence=0")
     assert not (tmp_path / "page").exists()
 
 

@@ -7,15 +7,19 @@ What is exported, and why this way (docs/play-and-serve.md, "A page with no serv
     game/network.onnx    obs [1, ...] -> policy logits [1, A], value [1] (the model's search
                          network: symmetry averaging and prior temperature included)
     game/describe.onnx   state -> board codes, observation, legal mask, player to move, done,
-                         rewards: everything the page and the search's root read of a position
+                         rewards, forcing: everything the page and the searches read of a
+                         position (alpha-beta steps by step.onnx and reads it here)
     game/step.onnx       (state, action) -> the next state: the rules as played
     game/tree_step.onnx  (state, action) -> the next state, the mover's reward, the discount,
                          its observation, legal mask and done: the step the search's tree takes
                          (with `search.play_forced_moves`, forced moves played at once)
   A state crosses the graphs as its flattened leaves, in `jax.tree.leaves` order; their names,
   dtypes and shapes, and the initial state's values, are in game/game.json.
-- The search is `azjax/apps/static/search.js`, written once for every game: azjax's greedy
-  search (Gumbel or PUCT) over those graphs, batch one.
+- The searches are written once for every game, over those graphs, batch one:
+  `azjax/apps/static/search.js`, azjax's greedy tree search (Gumbel or PUCT), and
+  `azjax/apps/static/alphabeta.js`, its alpha-beta over the network. A model that searches by
+  alpha-beta plays it at the page's times per move, and its network's Gumbel search at the
+  simulation counts, as `azjax serve` does.
 - The page is `azjax serve`'s own (`azjax/apps/static/`): `web.js` answers what the server's
   API would, from the graphs, so the two pages cannot drift.
 
@@ -43,12 +47,13 @@ from azjax.apps.serve import MOVETIMES, SIMULATIONS
 from azjax.apps.turns import model_label
 from azjax.core.network import make_network
 from azjax.core.search import search_apply_fn, tree_env
+from azjax.core.search_alphabeta import LEAF_SCALE, alphabeta_searcher
 from azjax.envs.core import Env
 
 __all__ = ["ORT_FILES", "WebExportError", "export_web", "find_onnxruntime_web"]
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
-PAGE_FILES = ("index.html", "app.js", "style.css", "search.js", "web.js")
+PAGE_FILES = ("index.html", "app.js", "style.css", "search.js", "alphabeta.js", "web.js")
 # onnxruntime-web's WebAssembly build: the module the page imports and the runtime it loads.
 ORT_FILES = ("ort.wasm.min.mjs", "ort-wasm-simd-threaded.mjs", "ort-wasm-simd-threaded.wasm")
 ORT_VERSION = "1.31.1"  # package.json pins the same
@@ -103,9 +108,10 @@ def _game_functions(agent: Agent) -> dict[str, tuple[Callable, list, list[str], 
 
     def describe(*leaves):
         state = unflatten(leaves)
+        done = state.terminated | state.truncated
         return (env.board_codes(state).astype(jnp.int32), env.observe(state).astype(jnp.float32),
-                state.legal_action_mask, state.current_player.astype(jnp.int32),
-                state.terminated | state.truncated, state.rewards.astype(jnp.float32))
+                state.legal_action_mask, state.current_player.astype(jnp.int32), done,
+                state.rewards.astype(jnp.float32), ~done & env.forcing(state))
 
     def step(*args):
         return tuple(jax.tree.leaves(env.step(unflatten(args[:-1]), args[-1])))
@@ -132,7 +138,7 @@ def _game_functions(agent: Agent) -> dict[str, tuple[Callable, list, list[str], 
     obs = jax.ShapeDtypeStruct((1, *env.observation_shape), jnp.float32)
     return {
         "describe": (describe, specs, state_names,
-                     ["codes", "obs", "legal", "player", "done", "rewards"]),
+                     ["codes", "obs", "legal", "player", "done", "rewards", "forcing"]),
         "step": (step, [*specs, action], [*state_names, "action"], next_names),
         "tree_step": (tree_step, [*specs, action], [*state_names, "action"],
                       [*next_names, "reward", "discount", "obs", "legal", "done"]),
@@ -152,8 +158,7 @@ def _check_supported(agent: Agent) -> None:
         ("search.solver", search.solver, "false"),
         ("search.tree_reuse", search.tree_reuse, "false"),
         ("search.endgame_table", search.endgame_table, "0"),
-        ("search.quiescence", search.quiescence, "0"),
-        ("search.algorithm", search.algorithm == "alphabeta", "gumbel")) if value]
+        ("search.quiescence", search.quiescence, "0")) if value]
     if unsupported:
         names = ", ".join(name for name, _ in unsupported)
         fix = " ".join(f"--set {name}={off}" for name, off in unsupported)
@@ -286,6 +291,8 @@ def _check_graphs(agent: Agent, graphs: dict[str, bytes], functions: dict) -> No
 
 def _game_json(agent: Agent, strengths: tuple[int, ...]) -> dict[str, Any]:
     env, search = agent.env, agent.config.search
+    alphabeta = search.algorithm == "alphabeta"
+    searcher = alphabeta_searcher(search)
     initial = env.init(jax.random.PRNGKey(0))
     view = env.board_view(initial)
     frame = view.to_json()
@@ -308,7 +315,8 @@ def _game_json(agent: Agent, strengths: tuple[int, ...]) -> dict[str, Any]:
         "model": model_label(agent),
         "untrained": bool(agent.meta.get("untrained")),
         "search": {
-            "algorithm": search.algorithm,
+            # An alpha-beta model's simulation counts are its network's Gumbel search's.
+            "algorithm": "gumbel" if alphabeta else search.algorithm,
             "num_simulations": agent.num_simulations,
             "strengths": list(strengths),
             "movetimes": list(MOVETIMES),
@@ -317,6 +325,9 @@ def _game_json(agent: Agent, strengths: tuple[int, ...]) -> dict[str, Any]:
             "pb_c_init": search.pb_c_init,
             "pb_c_base": search.pb_c_base,
             "greedy_action": search.greedy_action,
+            "alphabeta": None if not alphabeta else {
+                "depth": searcher.depth, "quiescence": searcher.quiescence,
+                "nodes": search.alphabeta_nodes, "leaf_scale": LEAF_SCALE},
         },
     }
 

@@ -45,7 +45,8 @@ from azjax.core.search_engine import SearchOutput, check_output
 from azjax.envs.core import Env, GameState
 from azjax.envs.wrapper import EnvWrapper
 
-__all__ = ["LEAF_SCALE", "AlphaBetaEngine", "make_alphabeta_engine", "make_alphabeta_search"]
+__all__ = ["LEAF_SCALE", "AlphaBetaEngine", "alphabeta_searcher", "make_alphabeta_engine",
+           "make_alphabeta_search"]
 
 LEAF_SCALE = 0.5
 """The leaves score LEAF_SCALE x the network's value (clipped to [-1, 1]), so that a game won
@@ -81,12 +82,18 @@ class AlphaBetaEngine:
     num_actions: int
 
 
+def alphabeta_searcher(config: SearchConfig) -> AlphaBetaConfig:
+    """The alpha-beta searcher `config` plays: `alphabeta_depth` whole moves, and the
+    searcher's defaults (quiescence, table size) for the rest."""
+    return AlphaBetaConfig(depth=config.alphabeta_depth)
+
+
 def make_alphabeta_engine(env: Env, apply_fn: ApplyFn, config: SearchConfig) -> AlphaBetaEngine:
     """The alpha-beta search of `config` over `env` and `apply_fn` in steps (`AlphaBetaEngine`;
     the arguments as `make_alphabeta_search`'s)."""
     if config.material_utility:
         apply_fn = material_utility_apply(apply_fn, config.material_utility)
-    searcher = AlphaBetaConfig(depth=config.alphabeta_depth)
+    searcher = alphabeta_searcher(config)
     adjudicate = endgame_adjudicator(env, config)
     table_actions = None if adjudicate is None else table_root_actions(env, adjudicate)
     walked = env if adjudicate is None else _TableEnded(env, adjudicate)

@@ -7,31 +7,10 @@
 // The model is the test's `_evaluate` / `_recurrent_fn`, written again here with the same
 // uint32 arithmetic; every float it returns is k / 2^n, exact in float32.
 
-import { readFile } from "node:fs/promises";
+import { importStatic, mix, rand, readInput } from "./synthetic.mjs";
 
-const searchUrl = new URL("../../azjax/apps/static/search.js", import.meta.url);
-let runSearch;
-try {
-  ({ runSearch } = await import(searchUrl));
-} catch (error) {
-  // A Node older than 20.19 reads a .js file outside a "type": "module" package as CommonJS.
-  if (!(error instanceof SyntaxError)) throw error;
-  const source = await readFile(searchUrl, "utf8");
-  ({ runSearch } = await import(`data:text/javascript,${encodeURIComponent(source)}`));
-}
-
+const { runSearch } = await importStatic("search.js");
 const imul = Math.imul;
-
-/** lowbias32: a uint32 -> uint32 hash. */
-function mix(x) {
-  x = (x ^ (x >>> 16)) >>> 0;
-  x = imul(x, 0x7feb352d) >>> 0;
-  x = (x ^ (x >>> 15)) >>> 0;
-  x = imul(x, 0x846ca68b) >>> 0;
-  return (x ^ (x >>> 16)) >>> 0;
-}
-
-const rand = (h, salt) => mix((h + imul(salt, 0x85ebca6b)) >>> 0);
 
 function evaluate(h, numActions) {
   const threshold = rand(h, 99) % 7; // 0 to 6 eighths of the actions illegal
@@ -64,9 +43,7 @@ function makeModel(numActions) {
   };
 }
 
-const chunks = [];
-for await (const chunk of process.stdin) chunks.push(chunk);
-const { numActions, cases } = JSON.parse(Buffer.concat(chunks).toString("utf8"));
+const { numActions, cases } = await readInput();
 const model = makeModel(numActions);
 const results = [];
 for (const { root, options } of cases) {

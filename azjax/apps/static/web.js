@@ -1,10 +1,12 @@
 // The page's backend in a folder written by `azjax export --web`: it answers what `azjax
 // serve`'s API answers (/api/games, /api/state, /api/move), in the browser, from the exported
-// game (game/game.json and its ONNX graphs, run by onnxruntime-web) and search.js. No game is
+// game (game/game.json and its ONNX graphs, run by onnxruntime-web), search.js and, for a model
+// that searches by alpha-beta, alphabeta.js (at the page's times per move). No game is
 // written here: the rules, the board codes and the network are the game's and model's own
 // functions, exported from their JAX code (azjax/apps/web_export.py says what each graph is).
 
 import * as ort from "./ort/ort.wasm.min.mjs";
+import { runAlphaBeta } from "./alphabeta.js";
 import { runSearch } from "./search.js";
 
 const ILLEGAL_LOGIT = -1e9;  // as azjax.core.search.masked_logits
@@ -45,6 +47,7 @@ class ExportedGame {
     return {
       codes: out.codes.data, obs: out.obs, legal: out.legal.data,
       player: out.player.data[0], done: Boolean(out.done.data[0]), rewards: out.rewards.data,
+      forcing: Boolean(out.forcing.data[0]),
     };
   }
 
@@ -79,6 +82,23 @@ class ExportedGame {
     };
   }
 
+  /** Alpha-beta's model (alphabeta.js): a position, or the one after a move, with its
+   * table key and the network's value and logits (not asked of a finished game). */
+  alphaBetaModel() {
+    const position = async (state) => {
+      const d = await this.describe(state);
+      const net = d.done ? { value: 0, logits: null } : await this.evaluate(d.obs, d.legal);
+      return {
+        state, key: stateKey(state), player: d.player, done: d.done,
+        reward: d.rewards[d.player], forcing: d.forcing, legal: d.legal, ...net,
+      };
+    };
+    return {
+      root: position,
+      child: async (state, action) => position(await this.step(state, action)),
+    };
+  }
+
   /** The positions along `moves` (the initial one first); an error names an illegal move. */
   async positions(moves) {
     const states = [this.initial];
@@ -107,6 +127,11 @@ class ExportedGame {
     const hops = names.map((name) => name.split(chain));
     return [hops[0][0], ...hops.map((hop) => hop[hop.length - 1])].join(chain);
   }
+}
+
+/** A string naming a state exactly: its leaves' values. */
+function stateKey(state) {
+  return state.map((leaf) => Array.prototype.join.call(leaf.data, ",")).join("|");
 }
 
 function winnerOf(d) {
@@ -205,16 +230,8 @@ export async function webBackend() {
     const ai = d.player;
     const aiMoves = [];
     let first = null;
-    const model = g.searchModel();
     while (!d.done && d.player === ai) {
-      const options = {
-        algorithm: search.algorithm, numSimulations: simulations, numActions: meta.num_actions,
-        maxNumConsideredActions: search.max_num_considered_actions,
-        qtransform: search.qtransform, pbCInit: search.pb_c_init, pbCBase: search.pb_c_base,
-        greedyAction: search.greedy_action,
-      };
-      const out = movetime === undefined ? await runSearch(model, current, options)
-        : await timedSearch(model, current, options, movetime);
+      const out = await think(current, simulations, movetime);
       first = first || out;
       aiMoves.push(out.action);
       moves.push(out.action);
@@ -227,8 +244,36 @@ export async function webBackend() {
       move: aiMoves[0], ai_moves: aiMoves, moves, value: first.value,
       policy: Array.from(first.policy), terminated: d.done,
       winner: !d.done ? null : winner === null ? "draw" : winner === ai ? "ai" : "human",
-      simulations: first.visitCounts.reduce((a, b) => a + b, 0), search: search.algorithm,
+      simulations: first.simulations, search: first.search,
+      ...(first.depth === undefined ? {} : { depth: first.depth }),
     };
+  }
+
+  /** One search of `state`: alpha-beta for an alpha-beta model on a time per move (its
+   * depth and positions bound it too, as `azjax serve`'s), else the tree search. */
+  async function think(state, simulations, movetime) {
+    if (movetime !== undefined && search.alphabeta) {
+      const ab = search.alphabeta;
+      const out = await runAlphaBeta(g.alphaBetaModel(), state, {
+        depth: ab.depth, quiescence: ab.quiescence, nodes: ab.nodes, leafScale: ab.leaf_scale,
+        movetime,
+      });
+      const policy = new Float32Array(meta.num_actions);
+      policy[out.action] = 1;
+      return { action: out.action, value: out.value, policy, simulations: out.nodes,
+               search: "alphabeta", depth: out.depth };
+    }
+    const options = {
+      algorithm: search.algorithm, numSimulations: simulations, numActions: meta.num_actions,
+      maxNumConsideredActions: search.max_num_considered_actions,
+      qtransform: search.qtransform, pbCInit: search.pb_c_init, pbCBase: search.pb_c_base,
+      greedyAction: search.greedy_action,
+    };
+    const model = g.searchModel();
+    const out = movetime === undefined ? await runSearch(model, state, options)
+      : await timedSearch(model, state, options, movetime);
+    return { ...out, simulations: out.visitCounts.reduce((a, b) => a + b, 0),
+             search: search.algorithm };
   }
 
   return {

@@ -1,0 +1,58 @@
+// Runs the browser's alpha-beta (azjax/apps/static/alphabeta.js) over the synthetic game of
+// tests/test_web_alphabeta.py, for the Python test to compare with plain minimax.
+//
+// stdin: JSON {numActions, cases: [{root: uint32, player: 0 or 1, options: runAlphaBeta's
+//   options, with "clockStepMs": a clock that advances that much each time it is read}]}.
+// stdout: JSON [{action, value, nodes, depth, complete, visited: [uint32 position]}]: what
+//   runAlphaBeta returns, and every position the search stepped into, in order.
+//
+// The game is the test's, written again here with the same uint32 arithmetic: a position is
+// a uint32 and the player to move; a move XORs in its action's code, so the same moves in
+// another order reach the same position (the table is used). Every value is k / 64.
+
+import { importStatic, mix, rand, readInput } from "./synthetic.mjs";
+
+const { runAlphaBeta } = await importStatic("alphabeta.js");
+
+function position(h, player, numActions) {
+  const threshold = rand(h, 99) % 6; // 0 to 5 eighths of the actions illegal
+  const alwaysLegal = rand(h, 98) % numActions;
+  const legal = new Uint8Array(numActions);
+  const logits = new Float32Array(numActions);
+  for (let a = 0; a < numActions; a++) {
+    legal[a] = (rand(h, 100 + a) % 8 >= threshold || a === alwaysLegal) ? 1 : 0;
+    logits[a] = ((rand(h, 1 + a) >>> 20) - 2048) / 512;
+  }
+  return {
+    state: { h, player }, key: `${h}:${player}`, player, legal, logits,
+    done: rand(h, 300) % 10 === 0, reward: (rand(h, 301) % 3) - 1,
+    forcing: rand(h, 305) % 3 === 0, value: ((rand(h, 200) >>> 25) - 64) / 64 * 1.25,
+  };
+}
+
+function makeModel(numActions, visited) {
+  return {
+    async root({ h, player }) {
+      return position(h, player, numActions);
+    },
+    async child({ h, player }, action) {
+      const next = (h ^ mix(action + 1)) >>> 0;
+      visited.push(next);
+      const same = rand(next, 302) % 6 === 0; // the mover moves again
+      return position(next, same ? player : 1 - player, numActions);
+    },
+  };
+}
+
+const { numActions, cases } = await readInput();
+const results = [];
+for (const { root, player, options } of cases) {
+  const visited = [];
+  const { clockStepMs, ...rest } = options;
+  let time = 0;
+  const now = () => (time += clockStepMs ?? 0);
+  const out = await runAlphaBeta(makeModel(numActions, visited), { h: root, player },
+                                 { ...rest, now });
+  results.push({ ...out, visited });
+}
+process.stdout.write(JSON.stringify(results));
