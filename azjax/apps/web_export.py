@@ -9,7 +9,8 @@ What is exported, and why this way (docs/play-and-serve.md, "A page with no serv
     game/describe.onnx   state -> board codes, observation, legal mask, player to move, done,
                          rewards, forcing: everything the page and the searches read of a
                          position (alpha-beta steps by step.onnx and reads it here)
-    game/step.onnx       (state, action) -> the next state: the rules as played
+    game/step.onnx       (state, action) -> the next state: the rules as played, and what
+                         describe.onnx says of it but its board codes (alpha-beta's step)
     game/tree_step.onnx  (state, action) -> the next state, the mover's reward, the discount,
                          its observation, legal mask and done: the step the search's tree takes
                          (with `search.play_forced_moves`, forced moves played at once)
@@ -106,15 +107,21 @@ def _game_functions(agent: Agent) -> dict[str, tuple[Callable, list, list[str], 
     def unflatten(leaves):
         return jax.tree.unflatten(treedef, list(leaves))
 
+    def seen(state):
+        """What the searches read of a position: observation, legal mask, player to move,
+        done, rewards, forcing."""
+        done = state.terminated | state.truncated
+        return (env.observe(state).astype(jnp.float32), state.legal_action_mask,
+                state.current_player.astype(jnp.int32), done, state.rewards.astype(jnp.float32),
+                ~done & env.forcing(state))
+
     def describe(*leaves):
         state = unflatten(leaves)
-        done = state.terminated | state.truncated
-        return (env.board_codes(state).astype(jnp.int32), env.observe(state).astype(jnp.float32),
-                state.legal_action_mask, state.current_player.astype(jnp.int32), done,
-                state.rewards.astype(jnp.float32), ~done & env.forcing(state))
+        return (env.board_codes(state).astype(jnp.int32), *seen(state))
 
     def step(*args):
-        return tuple(jax.tree.leaves(env.step(unflatten(args[:-1]), args[-1])))
+        after = env.step(unflatten(args[:-1]), args[-1])
+        return (*jax.tree.leaves(after), *seen(after))
 
     def tree_step(*args):
         state = unflatten(args[:-1])
@@ -139,7 +146,8 @@ def _game_functions(agent: Agent) -> dict[str, tuple[Callable, list, list[str], 
     return {
         "describe": (describe, specs, state_names,
                      ["codes", "obs", "legal", "player", "done", "rewards", "forcing"]),
-        "step": (step, [*specs, action], [*state_names, "action"], next_names),
+        "step": (step, [*specs, action], [*state_names, "action"],
+                 [*next_names, "obs", "legal", "player", "done", "rewards", "forcing"]),
         "tree_step": (tree_step, [*specs, action], [*state_names, "action"],
                       [*next_names, "reward", "discount", "obs", "legal", "done"]),
         "network": (network, [obs], ["obs"], ["logits", "value"]),
@@ -286,7 +294,7 @@ def _check_graphs(agent: Agent, graphs: dict[str, bytes], functions: dict) -> No
                 break
             action = np.int32(rng.choice(np.flatnonzero(legal)))
             compare("tree_step", [*leaves, action])
-            leaves = compare("step", [*leaves, action])
+            leaves = compare("step", [*leaves, action])[:len(leaves)]
 
 
 def _game_json(agent: Agent, strengths: tuple[int, ...]) -> dict[str, Any]:

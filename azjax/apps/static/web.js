@@ -82,11 +82,11 @@ class ExportedGame {
     };
   }
 
-  /** Alpha-beta's model (alphabeta.js): a position, or the one after a move, with its
-   * table key and the network's value and logits (not asked of a finished game). */
+  /** Alpha-beta's model (alphabeta.js): a position, or the one after a move (one step.onnx
+   * call, which describes it too), with its table key and the network's value and logits
+   * (not asked of a finished game). */
   alphaBetaModel() {
-    const position = async (state) => {
-      const d = await this.describe(state);
+    const position = async (state, d) => {
       const net = d.done ? { value: 0, logits: null } : await this.evaluate(d.obs, d.legal);
       return {
         state, key: stateKey(state), player: d.player, done: d.done,
@@ -94,8 +94,15 @@ class ExportedGame {
       };
     };
     return {
-      root: position,
-      child: async (state, action) => position(await this.step(state, action)),
+      root: async (state) => position(state, await this.describe(state)),
+      child: async (state, action) => {
+        const out = await this.runners.step.run(this.feeds(state, action));
+        return position(this.nextState(out), {
+          obs: out.obs, legal: out.legal.data, player: out.player.data[0],
+          done: Boolean(out.done.data[0]), rewards: out.rewards.data,
+          forcing: Boolean(out.forcing.data[0]),
+        });
+      },
     };
   }
 
