@@ -8,7 +8,7 @@ What is exported, and why this way (docs/play-and-serve.md, "A page with no serv
                          network: symmetry averaging and prior temperature included)
     game/describe.onnx   state -> board codes, observation, legal mask, player to move, done,
                          rewards, forcing: everything the page and the searches read of a
-                         position (alpha-beta steps by step.onnx and reads it here)
+                         position
     game/step.onnx       (state, action) -> the next state: the rules as played, and what
                          describe.onnx says of it but its board codes (alpha-beta's step)
     game/tree_step.onnx  (state, action) -> the next state, the mover's reward, the discount,
