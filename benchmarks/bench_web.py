@@ -3,16 +3,16 @@
     python benchmarks/bench_web.py [--games tic_tac_toe connect_four draughts hexapawn]
                                    [--positions 5] [--screenshot docs/images/web-connect-four.png]
 
-Per game (its shipped model, hexapawn's examples/hexapawn_model; a model with an endgame table
-is exported without it, which is what `azjax export --web` asks of it, the page having none):
-the export's wall time, the folder's size (all of it, and without the onnxruntime-web runtime
-every page carries), the page's load time (from navigation to "Your move.", a fresh browser
-profile, files from a local static server), the AI's time per move at each simulation count
-the page offers, and what its search reached in each time per move: simulations, or for a model
-that plays alpha-beta there, positions and whole moves deep (medians over `--positions`
-positions of random play, in the page, after one warm-up move). Also the number of those
-positions where the page's move at the model's default simulations equals `Agent.act`'s (an
-alpha-beta model's: its network's Gumbel search, which the page plays at simulation counts).
+Per game (its shipped model, hexapawn's examples/hexapawn_model; the draughts model with its
+4-piece endgame table): the export's wall time, the folder's size (all of it, and without the
+onnxruntime-web runtime every page carries), the page's load time (from navigation to "Your
+move.", a fresh browser profile, files from a local static server), the AI's time per move at
+each simulation count the page offers, and what its search reached in each time per move:
+simulations, or for a model that plays alpha-beta there, positions and whole moves deep
+(medians over `--positions` positions of random play, in the page, after one warm-up move).
+Also the number of those positions where the page's move at the model's default simulations
+equals `Agent.act`'s (an alpha-beta model's: its network's Gumbel search, which the page plays
+at simulation counts).
 Needs Debian's chromium and `npm ci` (onnxruntime-web).
 """
 
@@ -68,8 +68,6 @@ def measure(game: str, out: Path, count: int, screenshot: str | None) -> dict:
     from playwright.sync_api import sync_playwright
 
     agent = Agent.load(MODELS[game], trust_game=True)
-    if agent.config.search.endgame_table:
-        agent = agent.with_search(["search.endgame_table=0"])
     started = time.perf_counter()
     export_web(agent, out)
     export_s = time.perf_counter() - started

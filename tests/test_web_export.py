@@ -2,8 +2,10 @@
 browser download): tic-tac-toe and hexapawn (a game from user code, with no change to the
 page) exported, served by a plain static file server, played to the end by clicks, and the
 page's greedy move on 20 fixed positions per game compared with `Agent.act` at the same
-simulations. Connect four and draughts export through the same graphs; their bigger networks
-cost a minute of export here, so `benchmarks/bench_web.py` measures them instead."""
+simulations; and an untrained draughts network searched by alpha-beta with an endgame table,
+its values and moves compared with azjax's. The shipped connect-four and draughts models
+export through the same graphs with bigger networks; `benchmarks/bench_web.py` measures
+them."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import types
 from pathlib import Path
 
 import jax
@@ -27,6 +30,7 @@ from conftest import HANG_S
 from azjax import envs
 from azjax.agent import Agent
 from azjax.apps.web_export import WebExportError, export_web, find_onnxruntime_web
+from azjax.core.endgames import table_root_actions
 from azjax.envs.core import jitted_step, positions_along, random_move_lists
 from azjax.envs.tic_tac_toe import TicTacToe
 
@@ -60,11 +64,14 @@ def _agent(game: str) -> Agent:
 
 
 @functools.cache
-def _alphabeta_agent() -> Agent:
-    """The tic-tac-toe model searched by alpha-beta, 2 whole moves deep: its leaves are the
-    network's values and the games' results."""
-    return _agent("tic_tac_toe").with_search(["search.algorithm=alphabeta",
-                                              "search.alphabeta_depth=2"])
+def _draughts_agent() -> Agent:
+    """An untrained draughts network searched by alpha-beta, 2 whole moves deep, with the
+    3-piece endgame table (solved in seconds): the table's graph, captures searched on past
+    the depth and multi-jumps, at a network's values."""
+    from azjax.apps.turns import untrained_agent
+
+    return untrained_agent(envs.make("draughts")).with_search([
+        "search.algorithm=alphabeta", "search.alphabeta_depth=2", "search.endgame_table=3"])
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +81,7 @@ def exported(tmp_path_factory):
     root = tmp_path_factory.mktemp("web")
     folders = {game: export_web(_agent(game), root / game) for game in MODELS
                if game != "hexapawn"}
-    folders["alphabeta"] = export_web(_alphabeta_agent(), root / "alphabeta")
+    folders["draughts"] = export_web(_draughts_agent(), root / "draughts")
     folders["hexapawn"] = root / "hexapawn"
     folders["hexapawn_cli"] = subprocess.run(
         [sys.executable, "-m", "azjax", "export", MODELS["hexapawn"], "--web",
@@ -193,38 +200,78 @@ def test_the_page_moves_as_agent_act_on_fixed_positions(exported, game):
     assert len(differences) <= 1, differences
 
 
-def test_the_page_searches_an_alphabeta_model_as_azjax_does(exported):
-    """A model that searches by alpha-beta: the page's alpha-beta (alphabeta.js over the
-    exported graphs, as game.json sets it, no clock) finds azjax's values on 20 fixed
-    positions, its network's values through another runtime within 1e-4; at a time per move
-    the page answers with alpha-beta's move, positions and depth, and at a simulation count
-    with its network's Gumbel search, as `azjax serve` does."""
-    agent = _alphabeta_agent()
-    env, depth = agent.env, agent.config.search.alphabeta_depth
-    lists = random_move_lists(env, POSITIONS, seed=2)
-    states = [list(positions_along(env, moves))[-1] for moves in lists]
+def _endings(env, pieces: tuple[int, ...], count: int) -> list:
+    """`count` random endings (`Env.random_start`) of the given total numbers of pieces."""
+    found = []
+    for key in jax.random.split(jax.random.PRNGKey(3), 4000):
+        state = env.random_start(key)
+        total = sum(bin(int(x)).count("1") for x in np.asarray(state.pieces))
+        if total in pieces and not bool(state.terminated):
+            found.append(state)
+        if len(found) == count:
+            return found
+    raise AssertionError(f"fewer than {count} endings of {pieces} pieces")
+
+
+def test_the_page_searches_a_draughts_model_with_a_table_as_azjax_does(exported):
+    """A draughts model that searches by alpha-beta with an endgame table: on 24 fixed
+    positions (openings, endings of 4 and 5 pieces whose lines reach the 3-piece table, and
+    endings of 2 and 3 pieces that it solves at the root) the page's alpha-beta (alphabeta.js
+    over the exported graphs as game.json sets it, no clock) finds azjax's values, its
+    network's values through another runtime within 1e-4; its move at a time per move is
+    the table's where the table solves the root; its network's Gumbel search at 16
+    simulations plays azjax's moves there and finds its values, the table ending its lines
+    too (a near tie may part one position). The answers name their search, as `azjax
+    serve`'s do."""
+    agent = _draughts_agent()
+    env = agent.env
+    lists = random_move_lists(env, 8, seed=2)
+    states = ([list(positions_along(env, moves))[-1] for moves in lists]
+              + _endings(env, (4, 5), 8) + _endings(env, (2, 3), 8))
     batch = jax.tree.map(lambda *xs: np.stack(xs), *states)
-    _, _, want = agent.search(jax.random.PRNGKey(0), batch)
+    key = jax.random.PRNGKey(0)
+    _, _, want_values = agent.search(key, batch)
+    want_moves, _, want_tree_values = agent.with_search(["search.algorithm=gumbel"]).search(
+        key, batch, num_simulations=16)
+    known, table_moves = jax.device_get(
+        table_root_actions(env, env.endgame_adjudicator(3))(batch))
     search = """async r => {
         const { runAlphaBeta } = await import("./static/alphabeta.js");
-        const game = window.azjax.backend.game;
-        const states = await game.positions(r.moves);
+        const ort = await import("./static/ort/ort.wasm.min.mjs");
+        const backend = window.azjax.backend;
+        const game = backend.game;
+        const arrays = { bool: Uint8Array, int8: Int8Array, uint8: Uint8Array, int16: Int16Array,
+                         uint16: Uint16Array, int32: Int32Array, uint32: Uint32Array,
+                         float32: Float32Array };
+        const state = game.meta.state.map((leaf, i) => new ort.Tensor(
+            leaf.dtype, arrays[leaf.dtype].from(r.leaves[i]), leaf.shape));
         const ab = game.meta.search.alphabeta;  // what the export wrote, but no node budget
-        return runAlphaBeta(game.alphaBetaModel(), states[states.length - 1], {
+        const searched = await runAlphaBeta(game.alphaBetaModel(), state, {
             depth: ab.depth, quiescence: ab.quiescence, leafScale: ab.leaf_scale });
+        const timed = await backend.think(state, undefined, 0.2);
+        const counted = await backend.think(state, 16, undefined);
+        return { searched, timed: [timed.action, timed.search, timed.simulations],
+                 counted: [counted.action, counted.search, counted.simulations],
+                 treeValue: counted.value };
     }"""
-    with _served(exported["alphabeta"]) as url, _page(url) as page:
-        got = [page.evaluate(search, {"moves": moves}) for moves in lists]
-        timed = page.evaluate("r => window.azjax.backend.move(r)",
-                              {"game": env.name, "moves": [], "movetime": 0.2})
-        counted = page.evaluate("r => window.azjax.backend.move(r)",
-                                {"game": env.name, "moves": [], "simulations": SIMULATIONS})
-    assert all(g["complete"] and g["depth"] == depth for g in got)
-    np.testing.assert_allclose([g["value"] for g in got], np.asarray(want), atol=1e-4)
-    assert timed["search"] == "alphabeta" and timed["simulations"] >= 1
-    assert timed["depth"] >= 0 and sorted(timed["policy"])[-2:] == [0.0, 1.0]
-    assert timed["policy"][timed["move"]] == 1.0
-    assert (counted["search"], counted["simulations"]) == ("gumbel", SIMULATIONS)
+    with _served(exported["draughts"]) as url, _page(url) as page:
+        got = [page.evaluate(search, {"leaves": [np.asarray(x).reshape(-1).tolist()
+                                                 for x in jax.tree.leaves(state)]})
+               for state in states]
+    assert all(g["searched"]["complete"] for g in got)
+    np.testing.assert_allclose([g["searched"]["value"] for g in got], np.asarray(want_values),
+                               atol=1e-4)
+    assert known[16:].sum() >= 4 and not known[:8].any()  # the table solves most small roots
+    for g, solved, move in zip(got, known, table_moves, strict=True):
+        assert g["timed"][1] == "alphabeta"
+        if solved:
+            assert g["timed"][0] == g["counted"][0] == move
+    assert all(g["counted"][1:] == ["gumbel", 16] for g in got)
+    differences = [(i, g["counted"][0], int(w), g["treeValue"], float(v))
+                   for i, (g, w, v) in enumerate(zip(got, want_moves, want_tree_values,
+                                                     strict=True))
+                   if g["counted"][0] != w or abs(g["treeValue"] - v) > 1e-4]
+    assert len(differences) <= 1, differences
 
 
 class _NoBoardCodes(TicTacToe):
@@ -245,13 +292,23 @@ def test_a_game_without_board_codes_is_refused_in_one_line(tmp_path):
     assert not (tmp_path / "page").exists()
 
 
-@pytest.mark.parametrize("key,value,off", [("endgame_table", "2", "0"), ("quiescence", "1", "0")])
-def test_an_endgame_table_or_quiescence_is_refused_in_one_line(tmp_path, key, value, off):
-    """The page has no endgame table and no tree-search quiescence: a model searching with
-    one is named with the way out."""
+def _asking(overrides: list[str]) -> types.SimpleNamespace:
+    """A stand-in draughts model whose search asks for `overrides`, its search not built (an
+    agent would solve the 5-piece table, 431 MB, before the export refused it)."""
+    from azjax.agent import with_search_overrides
     from azjax.apps.turns import untrained_agent
 
-    agent = untrained_agent(envs.make("draughts")).with_search([f"search.{key}={value}"])
+    agent = untrained_agent(envs.make("draughts"))
+    return types.SimpleNamespace(env=agent.env,
+                                 config=with_search_overrides(agent.config, overrides))
+
+
+@pytest.mark.parametrize("key,value,off", [("endgame_table", "5", "4"), ("quiescence", "1", "0")])
+def test_a_big_endgame_table_or_quiescence_is_refused_in_one_line(tmp_path, key, value, off):
+    """The page downloads its endgame table, so it reads one of up to 4 pieces (19 MB; 5 are
+    431 MB), and has no tree-search quiescence: a model searching with either is named with
+    the way out."""
+    agent = _asking([f"search.{key}={value}"])
     with pytest.raises(WebExportError, match=f"search.{key} is not played in the "
                                              f"browser: export with --set search.{key}={off}"):
         export_web(agent, tmp_path / "page")
@@ -259,24 +316,13 @@ def test_an_endgame_table_or_quiescence_is_refused_in_one_line(tmp_path, key, va
 
 
 def test_every_setting_the_page_cannot_play_is_named_in_one_line(tmp_path):
-    """A model searching by alpha-beta with an endgame table (the shipped draughts model's
-    defaults) is refused for its table alone; a tree search with a table and quiescence gets
-    one line naming both settings and the one export command that plays it."""
-    from azjax.apps.turns import untrained_agent
-
-    agent = untrained_agent(envs.make("draughts")).with_search(
-        ["search.algorithm=alphabeta", "search.endgame_table=4"])
+    """A tree search with the 5-piece table and quiescence: one line names both settings and
+    the one export command that plays it."""
     with pytest.raises(WebExportError) as error:
-        export_web(agent, tmp_path / "page")
-    assert str(error.value) == ("search.endgame_table is not played in the browser: export "
-                                "with --set search.endgame_table=0")
-    tree = untrained_agent(envs.make("draughts")).with_search(["search.endgame_table=4",
-                                                               "search.quiescence=2"])
-    with pytest.raises(WebExportError) as error:
-        export_web(tree, tmp_path / "page")
+        export_web(_asking(["search.endgame_table=5", "search.quiescence=2"]), tmp_path / "page")
     assert str(error.value) == (
         "search.endgame_table, search.quiescence are not played in the browser: export with "
-        "--set search.endgame_table=0 --set search.quiescence=0")
+        "--set search.endgame_table=4 --set search.quiescence=0")
     assert not (tmp_path / "page").exists()
 
 

@@ -14,6 +14,9 @@ What is exported, and why this way (docs/play-and-serve.md, "A page with no serv
     game/tree_step.onnx  (state, action) -> the next state, the mover's reward, the discount,
                          its observation, legal mask and done: the step the search's tree takes
                          (with `search.play_forced_moves`, forced moves played at once)
+    game/table.onnx      with `search.endgame_table` (up to `WEB_TABLE_PIECES` pieces): state
+                         -> whether the endgame table knows it, and its result for the player
+                         to move; the table is a constant of the graph
   A state crosses the graphs as its flattened leaves, in `jax.tree.leaves` order; their names,
   dtypes and shapes, and the initial state's values, are in game/game.json.
 - The searches are written once for every game, over those graphs, batch one:
@@ -46,6 +49,7 @@ import numpy as np
 from azjax.agent import Agent
 from azjax.apps.serve import MOVETIMES, SIMULATIONS
 from azjax.apps.turns import model_label
+from azjax.core.endgames import endgame_adjudicator
 from azjax.core.network import make_network
 from azjax.core.search import search_apply_fn, tree_env
 from azjax.core.search_alphabeta import LEAF_SCALE, alphabeta_searcher
@@ -54,6 +58,7 @@ from azjax.envs.core import Env
 __all__ = ["ORT_FILES", "WebExportError", "export_web", "find_onnxruntime_web"]
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
+WEB_TABLE_PIECES = 4  # a page downloads its table: 19 MB at 4 pieces, 431 MB at 5
 PAGE_FILES = ("index.html", "app.js", "style.css", "search.js", "alphabeta.js", "web.js")
 # onnxruntime-web's WebAssembly build: the module the page imports and the runtime it loads.
 ORT_FILES = ("ort.wasm.min.mjs", "ort-wasm-simd-threaded.mjs", "ort-wasm-simd-threaded.wasm")
@@ -61,6 +66,7 @@ ORT_VERSION = "1.31.1"  # package.json pins the same
 _REPO_ROOT = Path(__file__).resolve().parents[2]
 _CHECK_GAMES = 4  # random games replayed through the graphs before they are written
 _CHECK_PLIES = 60
+_CHECK_ENDINGS = 64  # random endings checked against the endgame table's graph
 
 
 class WebExportError(ValueError):
@@ -143,7 +149,7 @@ def _game_functions(agent: Agent) -> dict[str, tuple[Callable, list, list[str], 
         return logits.astype(jnp.float32), value.astype(jnp.float32)
 
     obs = jax.ShapeDtypeStruct((1, *env.observation_shape), jnp.float32)
-    return {
+    graphs = {
         "describe": (describe, specs, state_names,
                      ["codes", "obs", "legal", "player", "done", "rewards", "forcing"]),
         "step": (step, [*specs, action], [*state_names, "action"],
@@ -152,6 +158,17 @@ def _game_functions(agent: Agent) -> dict[str, tuple[Callable, list, list[str], 
                       [*next_names, "reward", "discount", "obs", "legal", "done"]),
         "network": (network, [obs], ["obs"], ["logits", "value"]),
     }
+    adjudicate = endgame_adjudicator(env, config.search)
+    if adjudicate is not None:
+        def table(*leaves):
+            state = unflatten(leaves)
+            ended = adjudicate(state)
+            live = ~(state.terminated | state.truncated)
+            return (live & ended.terminated,
+                    ended.rewards[state.current_player].astype(jnp.float32))
+
+        graphs["table"] = (table, specs, state_names, ["known", "value"])
+    return graphs
 
 
 def _check_supported(agent: Agent) -> None:
@@ -165,7 +182,7 @@ def _check_supported(agent: Agent) -> None:
         ("search.material_utility", search.material_utility, "0"),
         ("search.solver", search.solver, "false"),
         ("search.tree_reuse", search.tree_reuse, "false"),
-        ("search.endgame_table", search.endgame_table, "0"),
+        ("search.endgame_table", search.endgame_table > WEB_TABLE_PIECES, str(WEB_TABLE_PIECES)),
         ("search.quiescence", search.quiescence, "0")) if value]
     if unsupported:
         names = ", ".join(name for name, _ in unsupported)
@@ -285,9 +302,14 @@ def _check_graphs(agent: Agent, graphs: dict[str, bytes], functions: dict) -> No
                                      f"output {output.name}: the runtime computes it otherwise")
         return want
 
+    if "table" in graphs:  # random endings, many of them in the table
+        for key in jax.random.split(jax.random.PRNGKey(0), _CHECK_ENDINGS):
+            compare("table", [np.asarray(x) for x in jax.tree.leaves(env.random_start(key))])
     for game in range(_CHECK_GAMES):
         leaves = [np.asarray(x) for x in jax.tree.leaves(env.init(jax.random.PRNGKey(game)))]
         for _ in range(_CHECK_PLIES):
+            if "table" in graphs:
+                compare("table", leaves)
             _, obs, legal, *_ = compare("describe", leaves)
             compare("network", [obs[None]])
             if bool(compare("describe", leaves)[4]):
@@ -333,6 +355,7 @@ def _game_json(agent: Agent, strengths: tuple[int, ...]) -> dict[str, Any]:
             "pb_c_init": search.pb_c_init,
             "pb_c_base": search.pb_c_base,
             "greedy_action": search.greedy_action,
+            "endgame_table": search.endgame_table,
             "alphabeta": None if not alphabeta else {
                 "depth": searcher.depth, "quiescence": searcher.quiescence,
                 "nodes": search.alphabeta_nodes, "leaf_scale": LEAF_SCALE},

@@ -112,10 +112,12 @@ def position_index(mine: jax.Array, theirs: jax.Array, kings: jax.Array) -> jax.
         square = jnp.minimum(jax.lax.population_count(low - jnp.uint32(1)), NUM_SQUARES - 1)
         kind = (jnp.where(theirs & low, 2, 0) + jnp.where(kings & low, 1, 0)).astype(jnp.int32)
         rank = rank + jnp.where(present, binom[square, slot + 1], 0)
-        code = code + jnp.where(present, kind << (2 * slot), 0)
+        code = code + jnp.where(present, kind * 4 ** slot, 0)
         occupied = occupied & (occupied - jnp.uint32(1))
     offsets = jnp.asarray(_OFFSETS.astype(np.int32))
-    return offsets[count] + (rank << (2 * count)) + code
+    # Products, not shifts, of int32: ONNX (`azjax export --web`) shifts only unsigned ints.
+    kinds_of = jnp.asarray(4 ** np.arange(MAX_PIECES + 1, dtype=np.int32))
+    return offsets[count] + rank * kinds_of[count] + code
 
 
 @dataclasses.dataclass(frozen=True)
@@ -153,7 +155,9 @@ class EndgameTable:
             count = jax.lax.population_count(mine | theirs)
             found = (count <= self.max_pieces) & (mine != 0) & (theirs != 0)
             index = jnp.where(found, position_index(mine, theirs, turned_kings), 0)
-            return found, jnp.where(found, results[index], jnp.int16(0))
+            # The choice in int32: onnxruntime has no int16 `Where` (`azjax export --web`).
+            result = jnp.where(found, results[index].astype(jnp.int32), 0)
+            return found, result.astype(jnp.int16)
 
         return lookup
 

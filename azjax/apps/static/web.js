@@ -14,7 +14,7 @@ const ARRAYS = {
   bool: Uint8Array, int8: Int8Array, uint8: Uint8Array, int16: Int16Array,
   uint16: Uint16Array, int32: Int32Array, uint32: Uint32Array, float32: Float32Array,
 };
-const GRAPHS = ["describe", "step", "tree_step", "network"];
+const GRAPHS = ["describe", "step", "tree_step", "network"];  // and "table" with a table
 
 function tensor(dtype, values, dims) {
   const Array = ARRAYS[dtype];
@@ -72,12 +72,14 @@ class ExportedGame {
       },
       recurrent: async (state, action) => {
         const out = await this.runners.tree_step.run(this.feeds(state, action));
-        const done = Boolean(out.done.data[0]);
+        const next = this.nextState(out);
+        let [reward, discount] = [out.reward.data[0], out.discount.data[0]];
+        const ended = discount !== 0 && await this.tableResult(next);
+        if (ended) {  // the table ends the line: its result for the mover
+          [reward, discount] = [discount === 1 ? ended.value : -ended.value, 0];
+        }
         const { logits, value } = await this.evaluate(out.obs, out.legal.data);
-        return {
-          reward: out.reward.data[0], discount: out.discount.data[0], logits,
-          value: done ? 0 : value, state: this.nextState(out),
-        };
+        return { reward, discount, logits, value: discount === 0 ? 0 : value, state: next };
       },
     };
   }
@@ -97,13 +99,50 @@ class ExportedGame {
       root: async (state) => position(state, await this.describe(state)),
       child: async (state, action) => {
         const out = await this.runners.step.run(this.feeds(state, action));
-        return position(this.nextState(out), {
+        const next = this.nextState(out);
+        const d = {
           obs: out.obs, legal: out.legal.data, player: out.player.data[0],
           done: Boolean(out.done.data[0]), rewards: out.rewards.data,
           forcing: Boolean(out.forcing.data[0]),
-        });
+        };
+        const ended = !d.done && await this.tableResult(next);
+        if (ended) {  // the table ends the line with its result
+          d.done = true;
+          d.rewards = d.player === 0 ? [ended.value, -ended.value] : [-ended.value, ended.value];
+        }
+        return position(next, d);
       },
     };
+  }
+
+  /** The endgame table's result for a live position it knows ({value} for the player to
+   * move), else null (always, without a table). */
+  async tableResult(state) {
+    if (!this.runners.table) return null;
+    const out = await this.runners.table.run(this.feeds(state));
+    return out.known.data[0] ? { value: out.value.data[0] } : null;
+  }
+
+  /** The table's move at a root it knows whose every legal move ends the game or reaches a
+   * position it knows: the best exact result (the quickest win, the longest resistance),
+   * the lowest action among equals; else null (azjax.core.endgames.table_root_actions). */
+  async tableMove(state) {
+    if (!(await this.tableResult(state))) return null;
+    const root = await this.describe(state);
+    let [best, bestValue] = [null, -Infinity];
+    for (const action of root.legal.keys()) {
+      if (!root.legal[action]) continue;
+      const next = await this.step(state, action);
+      const child = await this.describe(next);
+      let value = child.rewards[root.player];
+      if (!child.done) {
+        const ended = await this.tableResult(next);
+        if (!ended) return null;
+        value = child.player === root.player ? ended.value : -ended.value;
+      }
+      if (value > bestValue) [best, bestValue] = [action, value];
+    }
+    return best;
   }
 
   /** The positions along `moves` (the initial one first); an error names an illegal move. */
@@ -152,7 +191,7 @@ async function loadGame() {
   ort.env.wasm.wasmPaths = new URL("./ort/", import.meta.url).href;
   ort.env.wasm.numThreads = 1;  // threads need a cross-origin-isolated page; a plain host is not
   const runners = {};
-  for (const name of GRAPHS) {
+  for (const name of meta.search.endgame_table ? [...GRAPHS, "table"] : GRAPHS) {
     runners[name] = await ort.InferenceSession.create(`game/${name}.onnx`,
                                                        { executionProviders: ["wasm"] });
   }
@@ -257,17 +296,20 @@ export async function webBackend() {
   }
 
   /** One search of `state`: alpha-beta for an alpha-beta model on a time per move (its
-   * depth and positions bound it too, as `azjax serve`'s), else the tree search. */
+   * depth and positions bound it too, as `azjax serve`'s), else the tree search; at a root
+   * the endgame table solves, the table's move. */
   async function think(state, simulations, movetime) {
+    const tableMove = await g.tableMove(state);
     if (movetime !== undefined && search.alphabeta) {
       const ab = search.alphabeta;
       const out = await runAlphaBeta(g.alphaBetaModel(), state, {
         depth: ab.depth, quiescence: ab.quiescence, nodes: ab.nodes, leafScale: ab.leaf_scale,
         movetime,
       });
+      const action = tableMove ?? out.action;
       const policy = new Float32Array(meta.num_actions);
-      policy[out.action] = 1;
-      return { action: out.action, value: out.value, policy, simulations: out.nodes,
+      policy[action] = 1;
+      return { action, value: out.value, policy, simulations: out.nodes,
                search: "alphabeta", depth: out.depth };
     }
     const options = {
@@ -279,8 +321,8 @@ export async function webBackend() {
     const model = g.searchModel();
     const out = movetime === undefined ? await runSearch(model, state, options)
       : await timedSearch(model, state, options, movetime);
-    return { ...out, simulations: out.visitCounts.reduce((a, b) => a + b, 0),
-             search: search.algorithm };
+    return { ...out, action: tableMove ?? out.action, search: search.algorithm,
+             simulations: out.visitCounts.reduce((a, b) => a + b, 0) };
   }
 
   return {
@@ -295,5 +337,6 @@ export async function webBackend() {
     state,
     move,
     game: g,  // for tests and the curious: the exported functions themselves
+    think,  // and one search of a state: (state, simulations, movetime) -> the AI's move
   };
 }
