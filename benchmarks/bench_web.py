@@ -2,6 +2,7 @@
 
     python benchmarks/bench_web.py [--games tic_tac_toe connect_four draughts hexapawn]
                                    [--positions 5] [--screenshot docs/images/web-connect-four.png]
+                                   [--set search.KEY=VALUE ...]
 
 Per game (its shipped model, hexapawn's examples/hexapawn_model; the draughts model with its
 4-piece endgame table): the export's wall time, the folder's size (all of it, and without the
@@ -64,10 +65,11 @@ def folder_size(folder: Path, skip: str = "") -> int:
                if f.is_file() and not (skip and skip in f.parts))
 
 
-def measure(game: str, out: Path, count: int, screenshot: str | None) -> dict:
+def measure(game: str, out: Path, count: int, screenshot: str | None,
+            overrides: list[str]) -> dict:
     from playwright.sync_api import sync_playwright
 
-    agent = Agent.load(MODELS[game], trust_game=True)
+    agent = Agent.load(MODELS[game], trust_game=True).with_search(overrides)
     started = time.perf_counter()
     export_web(agent, out)
     export_s = time.perf_counter() - started
@@ -131,12 +133,15 @@ def main() -> None:
     parser.add_argument("--positions", type=int, default=5)
     parser.add_argument("--screenshot", default=None,
                         help="a PNG of the connect-four page after three moves a side")
+    parser.add_argument("--set", dest="overrides", action="append", default=[],
+                        metavar="search.KEY=VALUE", help="a search setting of every model "
+                        "exported (e.g. search.endgame_table=0)")
     args = parser.parse_args()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for game in args.games:
             shot = args.screenshot if game == "connect_four" else None
-            rows.append(measure(game, Path(tmp) / game, args.positions, shot))
+            rows.append(measure(game, Path(tmp) / game, args.positions, shot, args.overrides))
             print(f"measured {game}", flush=True)
     print("\n| game | export s | folder MB (own files) | load s | ms per move at "
           "simulations | reached per time per move | page = Agent.act at the default |")

@@ -130,7 +130,10 @@ def test_the_value_is_plain_minimax_and_the_move_achieves_it():
                               f"depth {got['depth']}, minimax {want}")
         # Iterative deepening searched every depth up to d; plain searches would too.
         plain = sum(_minimax(root, k, q, levels)[1] for k in range(1, d + 1))
-        assert got["nodes"] == len(got["visited"])
+        # The model is asked each move of each position once: what a deepening step walks
+        # again is the answer kept, so it is asked less than positions are stepped into.
+        asked = got["asked"]
+        assert len(asked) == len(set(asked)) and (len(asked) < got["nodes"] or d == 1)
         fewer += got["nodes"] < plain
     assert not mismatches, "\n".join(mismatches[:10])
     assert fewer >= 0.8 * len(cases), f"pruned in only {fewer} of {len(cases)} searches"

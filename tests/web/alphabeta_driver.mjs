@@ -3,8 +3,8 @@
 //
 // stdin: JSON {numActions, cases: [{root: uint32, player: 0 or 1, options: runAlphaBeta's
 //   options, with "clockStepMs": a clock that advances that much each time it is read}]}.
-// stdout: JSON [{action, value, nodes, depth, complete, visited: [uint32 position]}]: what
-//   runAlphaBeta returns, and every position the search stepped into, in order.
+// stdout: JSON [{action, value, nodes, depth, complete, asked: ["position:player:action"]}]:
+//   what runAlphaBeta returns, and every move the search asked the model to play, in order.
 //
 // The game is the test's, written again here with the same uint32 arithmetic: a position is
 // a uint32 and the player to move; a move XORs in its action's code, so the same moves in
@@ -30,14 +30,14 @@ function position(h, player, numActions) {
   };
 }
 
-function makeModel(numActions, visited) {
+function makeModel(numActions, asked) {
   return {
     async root({ h, player }) {
       return position(h, player, numActions);
     },
     async child({ h, player }, action) {
+      asked.push(`${h}:${player}:${action}`);
       const next = (h ^ mix(action + 1)) >>> 0;
-      visited.push(next);
       const same = rand(next, 302) % 6 === 0; // the mover moves again
       return position(next, same ? player : 1 - player, numActions);
     },
@@ -47,12 +47,12 @@ function makeModel(numActions, visited) {
 const { numActions, cases } = await readInput();
 const results = [];
 for (const { root, player, options } of cases) {
-  const visited = [];
+  const asked = [];
   const { clockStepMs, ...rest } = options;
   let time = 0;
   const now = () => (time += clockStepMs ?? 0);
-  const out = await runAlphaBeta(makeModel(numActions, visited), { h: root, player },
+  const out = await runAlphaBeta(makeModel(numActions, asked), { h: root, player },
                                  { ...rest, now });
-  results.push({ ...out, visited });
+  results.push({ ...out, asked });
 }
 process.stdout.write(JSON.stringify(results));

@@ -16,7 +16,9 @@
 // minimax). Among equal moves the first found is played, where azjax draws one at random.
 //
 // Each step of the deepening is searched to its end unless the positions or the clock run
-// out; then the deepest finished step's move is played, as azjax's AlphaBetaPlayer does.
+// out; then the deepest finished step's move is played, as azjax's AlphaBetaPlayer does. A
+// position counts each time the search steps into it, as azjax counts them, but the model is
+// asked about each move of each position once per search (a step walks the last one's again).
 
 const INF = 2.0; // beyond every value
 const EXACT = 0;
@@ -98,6 +100,8 @@ class Search {
     this.opts = opts;
     this.levels = 4 * (opts.depth + opts.quiescence) + 4; // azjax's stack, in actions
     this.table = new Map(); // key -> Map(depth -> {value, flag, move})
+    this.children = new Map(); // "key|action" -> the model's child: each deepening step
+    // walks again what the last one walked, and the model is a pure function of the two
     this.killers = Array.from({ length: this.levels }, () => [-1, -1]);
     this.nodes = 0;
     this.deadline = Infinity;
@@ -123,7 +127,12 @@ class Search {
       const { nodes, now } = this.opts;
       if ((nodes && this.nodes >= nodes) || now() >= this.deadline) throw new OutOfBudget();
       this.nodes += 1;
-      const child = await this.model.child(node.state, action);
+      const edge = `${node.key}|${action}`;
+      let child = this.children.get(edge);
+      if (!child) {
+        child = await this.model.child(node.state, action);
+        this.children.set(edge, child);
+      }
       const same = child.player === node.player;
       const childDepth = depth - (same ? 0 : 1);
       const [lo, hi] = same ? [alpha, beta] : [-beta, -alpha];
