@@ -3,7 +3,10 @@ reruns skip most compile time, for the tests and for every `azjax` command they 
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
+import subprocess
 from pathlib import Path
 
 # The tests' programs are small and mostly compiled once: XLA's CPU backend without LLVM's
@@ -45,6 +48,16 @@ os.environ["AZJAX_PLAY_CORES"] = "0"
 # Property tests check what the code computes, never how fast: no per-example deadline.
 settings.register_profile("azjax", deadline=None)
 settings.load_profile("azjax")
+
+
+def run_node(driver: Path, payload: dict) -> list:
+    """Runs a Node.js driver of the browser's JavaScript (tests/web/) on `payload` (JSON on its
+    stdin) and returns what it printed (JSON); its stderr if it failed."""
+
+    done = subprocess.run([shutil.which("node"), str(driver)], input=json.dumps(payload),
+                          capture_output=True, text=True, timeout=HANG_S)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
 
 
 def run_optimised(fn, *args):

@@ -18,7 +18,7 @@ import shutil
 import subprocess
 
 import pytest
-from conftest import HANG_S, REPO_ROOT
+from conftest import HANG_S, REPO_ROOT, run_node
 
 from azjax.core.alphabeta import AlphaBetaConfig
 from azjax.core.search_alphabeta import LEAF_SCALE
@@ -101,11 +101,7 @@ def _levels(depth: int, quiescence: int) -> int:
 
 
 def _run_node(cases: list[dict]) -> list[dict]:
-    payload = json.dumps({"numActions": NUM_ACTIONS, "cases": cases})
-    done = subprocess.run([NODE, str(DRIVER)], input=payload, capture_output=True, text=True,
-                          timeout=HANG_S)
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
+    return run_node(DRIVER, {"numActions": NUM_ACTIONS, "cases": cases})
 
 
 ROOTS = [r for r in (_mix(seed * 7919 + 1) for seed in range(200)) if not _done(r)][:48]

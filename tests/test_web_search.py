@@ -17,16 +17,14 @@ only if the port reports a near-tie that decided a selection, and such cases mus
 from __future__ import annotations
 
 import functools
-import json
 import shutil
-import subprocess
 
 import jax
 import jax.numpy as jnp
 import mctx
 import numpy as np
 import pytest
-from conftest import HANG_S, REPO_ROOT
+from conftest import REPO_ROOT, run_node
 
 from azjax.config import SearchConfig
 from azjax.core.search import _policy
@@ -143,11 +141,7 @@ def _python_search(algorithm: str, simulations: int, considered: int, qtransform
 
 
 def _run_node(cases: list[dict]) -> list[dict]:
-    payload = json.dumps({"numActions": NUM_ACTIONS, "cases": cases})
-    done = subprocess.run([NODE, str(DRIVER)], input=payload, capture_output=True, text=True,
-                          timeout=HANG_S)
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
+    return run_node(DRIVER, {"numActions": NUM_ACTIONS, "cases": cases})
 
 
 def test_js_search_matches_azjax_search():

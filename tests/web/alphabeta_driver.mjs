@@ -10,19 +10,13 @@
 // a uint32 and the player to move; a move XORs in its action's code, so the same moves in
 // another order reach the same position (the table is used). Every value is k / 64.
 
-import { importStatic, mix, rand, readInput } from "./synthetic.mjs";
+import { drawLegal, drawLogit, importStatic, mix, rand, readInput } from "./synthetic.mjs";
 
 const { runAlphaBeta } = await importStatic("alphabeta.js");
 
 function position(h, player, numActions) {
-  const threshold = rand(h, 99) % 6; // 0 to 5 eighths of the actions illegal
-  const alwaysLegal = rand(h, 98) % numActions;
-  const legal = new Uint8Array(numActions);
-  const logits = new Float32Array(numActions);
-  for (let a = 0; a < numActions; a++) {
-    legal[a] = (rand(h, 100 + a) % 8 >= threshold || a === alwaysLegal) ? 1 : 0;
-    logits[a] = ((rand(h, 1 + a) >>> 20) - 2048) / 512;
-  }
+  const legal = drawLegal(h, numActions, 6); // 0 to 5 eighths of the actions illegal
+  const logits = Float32Array.from(legal, (_, a) => drawLogit(h, a));
   return {
     state: { h, player }, key: `${h}:${player}`, player, legal, logits,
     done: rand(h, 300) % 10 === 0, reward: (rand(h, 301) % 3) - 1,

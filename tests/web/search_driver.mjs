@@ -7,20 +7,14 @@
 // The model is the test's `_evaluate` / `_recurrent_fn`, written again here with the same
 // uint32 arithmetic; every float it returns is k / 2^n, exact in float32.
 
-import { importStatic, mix, rand, readInput } from "./synthetic.mjs";
+import { drawLegal, drawLogit, importStatic, mix, rand, readInput } from "./synthetic.mjs";
 
 const { runSearch } = await importStatic("search.js");
 const imul = Math.imul;
 
 function evaluate(h, numActions) {
-  const threshold = rand(h, 99) % 7; // 0 to 6 eighths of the actions illegal
-  const alwaysLegal = rand(h, 98) % numActions;
-  const logits = new Float32Array(numActions);
-  const legal = new Uint8Array(numActions);
-  for (let a = 0; a < numActions; a++) {
-    legal[a] = (rand(h, 100 + a) % 8 >= threshold || a === alwaysLegal) ? 1 : 0;
-    logits[a] = legal[a] ? ((rand(h, 1 + a) >>> 20) - 2048) / 512 : -1e9;
-  }
+  const legal = drawLegal(h, numActions, 7); // 0 to 6 eighths of the actions illegal
+  const logits = Float32Array.from(legal, (ok, a) => (ok ? drawLogit(h, a) : -1e9));
   const value = ((rand(h, 200) >>> 25) - 64) / 64;
   return { logits, legal, value };
 }

@@ -30,6 +30,18 @@ export function mix(x) {
 /** A uint32 drawn from state `h` for `salt`. */
 export const rand = (h, salt) => mix((h + imul(salt, 0x85ebca6b)) >>> 0);
 
+/** The legal actions (Uint8Array [numActions]) of state `h`: each illegal with a chance of
+ * (`rand(h, 99) % levels`) eighths, one of them always legal. */
+export function drawLegal(h, numActions, levels) {
+  const threshold = rand(h, 99) % levels;
+  const alwaysLegal = rand(h, 98) % numActions;
+  const legal = (a) => rand(h, 100 + a) % 8 >= threshold || a === alwaysLegal;
+  return Uint8Array.from({ length: numActions }, (_, a) => (legal(a) ? 1 : 0));
+}
+
+/** The prior logit of action `a` in state `h`: k / 512 in [-4, 4), exact in float32. */
+export const drawLogit = (h, a) => ((rand(h, 1 + a) >>> 20) - 2048) / 512;
+
 /** Reads the driver's JSON input from stdin. */
 export async function readInput() {
   const chunks = [];
