@@ -111,7 +111,9 @@ GRID = [(1, 0), (2, 1), (3, 2), (3, 0), (4, 8)]  # (depth, quiescence)
 def test_the_value_is_plain_minimax_and_the_move_achieves_it():
     """To every depth and quiescence of the grid, with no budget: the value equals plain
     minimax's, the move played scores that value, the search finished its depth, and the
-    pruning and the table stepped into fewer positions than plain searches to each depth."""
+    pruning and the table stepped into fewer positions than plain searches to each depth.
+    (Some lines here meet the stack's limit, where a value kept by position and depth could
+    part from minimax's along another path, in azjax's search too; on these roots none does.)"""
     cases = [{"root": root, "player": 0, "options": {"depth": d, "quiescence": q}}
              for d, q in GRID for root in ROOTS]
     results = _run_node(cases)
@@ -162,6 +164,23 @@ def test_a_budget_or_a_clock_plays_the_deepest_step_finished(limit):
         assert _move_value(case["root"], got["action"], got["depth"], quiescence, levels,
                            0)[0] == want
     assert cut >= len(cases) // 2  # the limits do cut most searches short
+
+
+def test_a_step_that_spends_the_whole_budget_is_not_finished():
+    """As azjax's walk, which climbs back to the root only while positions remain: a step
+    whose last position is the budget's last is cut; one position more finishes it."""
+    depth, quiescence = 3, 1
+    roots = ROOTS[:16]
+    full = _run_node([{"root": r, "player": 0, "options": {"depth": depth,
+                                                           "quiescence": quiescence}}
+                      for r in roots])
+    cases = [{"root": r, "player": 0, "options": {"depth": depth, "quiescence": quiescence,
+                                                  "nodes": f["nodes"] + extra}}
+             for r, f in zip(roots, full, strict=True) for extra in (0, 1)]
+    results = _run_node(cases)
+    for f, exact, spare in zip(full, results[::2], results[1::2], strict=True):
+        assert (exact["depth"], exact["complete"]) == (depth - 1, False)
+        assert (spare["depth"], spare["complete"], spare["value"]) == (depth, True, f["value"])
 
 
 def test_a_finished_game_and_bad_options():

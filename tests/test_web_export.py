@@ -231,6 +231,9 @@ def test_the_page_searches_a_draughts_model_with_a_table_as_azjax_does(exported)
     batch = jax.tree.map(lambda *xs: np.stack(xs), *states)
     key = jax.random.PRNGKey(0)
     _, _, want_values = agent.search(key, batch)
+    _, _, tableless = agent.with_search(["search.endgame_table=0"]).search(key, batch)
+    # The endings of 4 and 5 pieces are worth something else where lines end in the table.
+    assert np.sum(np.abs(np.asarray(want_values - tableless))[8:16] > 0.1) >= 2
     want_moves, _, want_tree_values = agent.with_search(["search.algorithm=gumbel"]).search(
         key, batch, num_simulations=16)
     known, table_moves = jax.device_get(

@@ -10,10 +10,14 @@
 // a share of its value (clipped to [-1, 1]), a finished game its result (+-1 or 0), so a
 // result always outranks the network's opinion; an inner position's policy logits order its
 // moves after the transposition table's move and two killers per ply. The table holds a
-// value per position and depth (an exact value or a bound), as azjax's does, so neither the
-// pruning nor the table nor the order changes what is found: the root's value is plain
+// value per position and depth (an exact value or a bound) and the best move of the
+// position's latest search, of any depth, which is tried first, as azjax's does. So neither
+// the pruning nor the table nor the order changes what is found: the root's value is plain
 // minimax's over the same leaves (tests/test_web_alphabeta.py checks it against a reference
-// minimax). Among equal moves the first found is played, where azjax draws one at random.
+// minimax), unless the stack's limit cuts a line (a value is kept by position and depth, not
+// by the path to it, in azjax too; a draughts line reaches it only where its whole moves
+// average more than four hops).
+// Among equal moves the first found is played, where azjax draws one at random.
 //
 // Each step of the deepening is searched to its end unless the positions or the clock run
 // out; then the deepest finished step's move is played, as azjax's AlphaBetaPlayer does. A
@@ -84,6 +88,9 @@ export async function runAlphaBeta(model, rootState, options) {
   for (let depth = 1; depth <= opts.depth; depth++) {
     try {
       const value = await search.node(rootNode, depth, -INF, INF, 0, result.action);
+      // azjax's walk needs a position to spare to climb back to the root: a step that used
+      // the whole budget is not finished there either.
+      if (opts.nodes && search.nodes >= opts.nodes) break;
       Object.assign(result, { action: search.rootBest, value, depth });
     } catch (error) {
       if (!(error instanceof OutOfBudget)) throw error;
@@ -100,6 +107,7 @@ class Search {
     this.opts = opts;
     this.levels = 4 * (opts.depth + opts.quiescence) + 4; // azjax's stack, in actions
     this.table = new Map(); // key -> Map(depth -> {value, flag, move})
+    this.tableMoves = new Map(); // key -> the best move of its latest search, any depth
     this.children = new Map(); // "key|action" -> the model's child: each deepening step
     // walks again what the last one walked, and the model is a pure function of the two
     this.killers = Array.from({ length: this.levels }, () => [-1, -1]);
@@ -144,8 +152,8 @@ class Search {
         value = child.done ? child.reward : scale * Math.min(1, Math.max(-1, child.value));
       } else {
         const entry = this.table.get(child.key)?.get(childDepth);
-        value = entry && settles(entry, lo, hi) ? entry.value
-          : await this.node(child, childDepth, lo, hi, ply + 1, entry ? entry.move : -1);
+        value = entry && settles(entry, lo, hi) ? entry.value : await this.node(
+          child, childDepth, lo, hi, ply + 1, this.tableMoves.get(child.key) ?? -1);
       }
       if (!same) value = -value;
       if (value > best) [best, bestMove] = [value, action];
@@ -159,7 +167,8 @@ class Search {
     if (ply === 0) this.rootBest = bestMove;
     const flag = best <= alpha0 ? UPPER : best >= beta ? LOWER : EXACT;
     if (!this.table.has(node.key)) this.table.set(node.key, new Map());
-    this.table.get(node.key).set(depth, { value: best, flag, move: bestMove });
+    this.table.get(node.key).set(depth, { value: best, flag });
+    this.tableMoves.set(node.key, bestMove);
     return best;
   }
 }
