@@ -109,7 +109,8 @@ def position_index(mine: jax.Array, theirs: jax.Array, kings: jax.Array) -> jax.
     for slot in range(MAX_PIECES):
         low = occupied & (~occupied + jnp.uint32(1))
         present = low != 0
-        square = jnp.minimum(jax.lax.population_count(low - jnp.uint32(1)), NUM_SQUARES - 1)
+        square = jnp.minimum(jax.lax.population_count(low - jnp.uint32(1)).astype(jnp.int32),
+                             NUM_SQUARES - 1)
         kind = (jnp.where(theirs & low, 2, 0) + jnp.where(kings & low, 1, 0)).astype(jnp.int32)
         rank = rank + jnp.where(present, binom[square, slot + 1], 0)
         code = code + jnp.where(present, kind * 4 ** slot, 0)
@@ -154,9 +155,13 @@ class EndgameTable:
             mine, theirs, turned_kings = mover_view(pieces, kings, player)
             count = jax.lax.population_count(mine | theirs)
             found = (count <= self.max_pieces) & (mine != 0) & (theirs != 0)
-            index = jnp.where(found, position_index(mine, theirs, turned_kings), 0)
-            # The choice in int32: onnxruntime has no int16 `Where` (`azjax export --web`).
-            result = jnp.where(found, results[index].astype(jnp.int32), 0)
+
+            def read(_):  # in int32: onnxruntime has no int16 `Where` (`azjax export --web`)
+                return results[position_index(mine, theirs, turned_kings)].astype(jnp.int32)
+
+            # A cond, not a choice: one position (the browser page's) skips the index where
+            # the table cannot know it; under vmap both branches run, as a choice would.
+            result = jax.lax.cond(found, read, lambda _: jnp.int32(0), None)
             return found, result.astype(jnp.int16)
 
         return lookup
