@@ -106,7 +106,7 @@ class Search {
     this.model = model;
     this.opts = opts;
     this.levels = 4 * (opts.depth + opts.quiescence) + 4; // azjax's stack, in actions
-    this.table = new Map(); // key -> Map(depth -> {value, flag, move})
+    this.table = new Map(); // key -> Map(depth -> {value, flag})
     this.tableMoves = new Map(); // key -> the best move of its latest search, any depth
     this.children = new Map(); // "key|action" -> the model's child: each deepening step
     // walks again what the last one walked, and the model is a pure function of the two
