@@ -202,9 +202,9 @@ def test_the_page_moves_as_agent_act_on_fixed_positions(exported, game):
 
 def _endings(env, pieces: tuple[int, ...], count: int) -> list:
     """`count` random endings (`Env.random_start`) of the given total numbers of pieces."""
-    found = []
+    found, start = [], jax.jit(env.random_start)
     for key in jax.random.split(jax.random.PRNGKey(3), 4000):
-        state = env.random_start(key)
+        state = start(key)
         total = sum(bin(int(x)).count("1") for x in np.asarray(state.pieces))
         if total in pieces and not bool(state.terminated):
             found.append(state)
