@@ -98,20 +98,25 @@ class ExportedGame {
     return {
       root: async (state) => position(state, await this.describe(state)),
       child: async (state, action) => {
-        const out = await this.runners.step.run(this.feeds(state, action));
-        const next = this.nextState(out);
-        const d = {
-          obs: out.obs, legal: out.legal.data, player: out.player.data[0],
-          done: Boolean(out.done.data[0]), rewards: out.rewards.data,
-          forcing: Boolean(out.forcing.data[0]),
-        };
-        const ended = !d.done && await this.tableResult(next);
+        const d = await this.stepped(state, action);
+        const ended = !d.done && await this.tableResult(d.state);
         if (ended) {  // the table ends the line with its result
           d.done = true;
           d.rewards = d.player === 0 ? [ended.value, -ended.value] : [-ended.value, ended.value];
         }
-        return position(next, d);
+        return position(d.state, d);
       },
+    };
+  }
+
+  /** The position after `action`, from one step.onnx call: its state and what describe()
+   * says of it but the board codes. */
+  async stepped(state, action) {
+    const out = await this.runners.step.run(this.feeds(state, action));
+    return {
+      state: this.nextState(out), obs: out.obs, legal: out.legal.data,
+      player: out.player.data[0], done: Boolean(out.done.data[0]), rewards: out.rewards.data,
+      forcing: Boolean(out.forcing.data[0]),
     };
   }
 
@@ -132,11 +137,10 @@ class ExportedGame {
     let [best, bestValue] = [null, -Infinity];
     for (const action of root.legal.keys()) {
       if (!root.legal[action]) continue;
-      const next = await this.step(state, action);
-      const child = await this.describe(next);
+      const child = await this.stepped(state, action);
       let value = child.rewards[root.player];
       if (!child.done) {
-        const ended = await this.tableResult(next);
+        const ended = await this.tableResult(child.state);
         if (!ended) return null;
         value = child.player === root.player ? ended.value : -ended.value;
       }
