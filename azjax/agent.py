@@ -15,6 +15,7 @@ sizes and simulation counts are static, so repeated calls reuse a handful of com
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -173,7 +174,6 @@ class Agent:
         self.meta = meta or {}
         self.source = source
         _, self.apply_fn = make_network(config.network, env.num_actions)
-        self.search_fn = make_network_search(env, config.network, config.search)
 
     @classmethod
     def load(cls, spec: str | Path, *, trust_game: bool = False) -> Agent:
@@ -236,6 +236,13 @@ class Agent:
     def num_simulations(self) -> int:
         """The default simulations of `search` and `act`."""
         return int(self.meta.get("num_simulations") or default_simulations(self.config))
+
+    @functools.cached_property
+    def search_fn(self) -> Callable:
+        """The search (the class docstring), built when first asked for: building it may
+        solve an endgame table (5 pieces: 12 minutes), which a caller that reads only the
+        config, or refuses it (`azjax export --web`), should not wait for."""
+        return make_network_search(self.env, self.config.network, self.config.search)
 
     # ---- compiled kernels (cached per static arguments) --------------------------------------
 

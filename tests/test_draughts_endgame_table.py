@@ -225,6 +225,29 @@ def test_jitted_lookup_agrees_with_the_table_for_both_colours(table):
     assert not bool(found)
 
 
+@pytest.mark.parametrize("longest", [100, 161])
+def test_the_lookup_reads_results_as_long_as_the_tables(longest):
+    """A table whose results all fit a byte is read from an int8 constant (the 4-piece one,
+    whose longest win takes 109 moves: half the bytes in memory and in the browser page), one
+    with longer wins (5 pieces: 161) from int16; both read back every result."""
+    env = envs.make("draughts")
+    positions = [{1: "b", 32: "w"}, {5: "B", 20: "W"}, {9: "b", 10: "W"}]
+    wanted = [longest, -longest - 1, 0]
+    results = np.full(draughts_endings.table_size(2), draughts_endings.NOT_A_POSITION,
+                      np.int16)
+    for pieces, result in zip(positions, wanted, strict=True):
+        results[_key(pieces, 0)] = result
+    table = draughts_endings.EndgameTable(results=results, max_pieces=2)
+    lookup = jax.jit(table.lookup_fn())
+    for pieces, result in zip(positions, wanted, strict=True):
+        for to_move in (0, 1):
+            state = env.from_fen(_fen(pieces, to_move))
+            found, got = lookup(state.pieces, state.kings, state.current_player)
+            assert bool(found) and int(got) == result, (pieces, to_move, int(got), result)
+    constant = draughts_endings._narrowest(results)
+    assert constant.dtype == (np.int8 if longest < 128 else np.int16)
+
+
 def _stubborn_network(variables, obs):
     """A network that knows nothing of the game: value 0 everywhere, and a prior that
     strongly prefers lower action ids, far above the table's small differences between a

@@ -19,7 +19,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-import types
 from pathlib import Path
 
 import jax
@@ -295,22 +294,26 @@ def test_a_game_without_board_codes_is_refused_in_one_line(tmp_path):
     assert not (tmp_path / "page").exists()
 
 
-def _asking(overrides: list[str]) -> types.SimpleNamespace:
-    """A stand-in draughts model whose search asks for `overrides`, its search not built (an
-    agent would solve the 5-piece table, 431 MB, before the export refused it)."""
-    from azjax.agent import with_search_overrides
+def _asking(overrides: list[str]) -> Agent:
+    """An untrained draughts model whose search asks for `overrides`; its search is built
+    only when played, so refusing it solves no table (5 pieces: 12 minutes, 431 MB)."""
     from azjax.apps.turns import untrained_agent
 
-    agent = untrained_agent(envs.make("draughts"))
-    return types.SimpleNamespace(env=agent.env,
-                                 config=with_search_overrides(agent.config, overrides))
+    return untrained_agent(envs.make("draughts")).with_search(overrides)
 
 
 @pytest.mark.parametrize("key,value,off", [("endgame_table", "5", "4"), ("quiescence", "1", "0")])
-def test_a_big_endgame_table_or_quiescence_is_refused_in_one_line(tmp_path, key, value, off):
-    """The page downloads its endgame table, so it reads one of up to 4 pieces (19 MB; 5 are
+def test_a_big_endgame_table_or_quiescence_is_refused_in_one_line(tmp_path, monkeypatch, key,
+                                                                  value, off):
+    """The page downloads its endgame table, so it reads one of up to 4 pieces (9.5 MB; 5 are
     431 MB), and has no tree-search quiescence: a model searching with either is named with
-    the way out."""
+    the way out, at once (no table is solved or read first)."""
+    from azjax.envs import draughts_endings
+
+    def no_table(max_pieces):
+        raise AssertionError(f"the {max_pieces}-piece table was asked for")
+
+    monkeypatch.setattr(draughts_endings, "load_table", no_table)
     agent = _asking([f"search.{key}={value}"])
     with pytest.raises(WebExportError, match=f"search.{key} is not played in the "
                                              f"browser: export with --set search.{key}={off}"):
