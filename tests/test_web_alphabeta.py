@@ -117,7 +117,7 @@ def test_the_value_is_plain_minimax_and_the_move_achieves_it():
     cases = [{"root": root, "player": 0, "options": {"depth": d, "quiescence": q}}
              for d, q in GRID for root in ROOTS]
     results = _run_node(cases)
-    fewer, mismatches = 0, []
+    fewer, batched, mismatches = 0, 0, []
     for case, got in zip(cases, results, strict=True):
         root, (d, q) = case["root"], (case["options"]["depth"], case["options"]["quiescence"])
         levels = _levels(d, q)
@@ -128,13 +128,22 @@ def test_the_value_is_plain_minimax_and_the_move_achieves_it():
                               f"depth {got['depth']}, minimax {want}")
         # Iterative deepening searched every depth up to d; plain searches would too.
         plain = sum(_minimax(root, k, q, levels)[1] for k in range(1, d + 1))
-        # The model is asked each move of each position once: what a deepening step walks
-        # again is the answer kept, so it is asked less than positions are stepped into.
-        asked = got["asked"]
-        assert len(asked) == len(set(asked)) and (len(asked) < got["nodes"] or d == 1)
+        # The model is asked each move of each position once (what a deepening step walks
+        # again is the answer kept): a position's first move alone, then the moves after it
+        # together, so it is called less often than positions are stepped into.
+        calls = got["asked"]
+        asked = [edge for call in calls for edge in call]
+        assert len(asked) == len(set(asked)) and (len(calls) < got["nodes"] or d == 1)
+        first_asked = set()
+        for call in calls:
+            (position,) = {edge.rsplit(":", 1)[0] for edge in call}  # one position a call
+            assert position in first_asked or len(call) == 1, f"first move not alone: {call}"
+            first_asked.add(position)
+            batched += len(call) > 1
         fewer += got["nodes"] < plain
     assert not mismatches, "\n".join(mismatches[:10])
     assert fewer >= 0.8 * len(cases), f"pruned in only {fewer} of {len(cases)} searches"
+    assert batched, "no call asked about several moves at once"
 
 
 @pytest.mark.parametrize("limit", [{"nodes": 40}, {"nodes": 300}, {"movetime": 0.06,

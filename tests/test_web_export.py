@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import http.server
+import json
 import re
 import shutil
 import socketserver
@@ -248,19 +249,28 @@ def test_the_page_searches_a_draughts_model_with_a_table_as_azjax_does(exported)
         const state = game.meta.state.map((leaf, i) => new ort.Tensor(
             leaf.dtype, arrays[leaf.dtype].from(r.leaves[i]), leaf.shape));
         const ab = game.meta.search.alphabeta;  // what the export wrote, but no node budget
-        const searched = await runAlphaBeta(game.alphaBetaModel(), state, {
-            depth: ab.depth, quiescence: ab.quiescence, leafScale: ab.leaf_scale });
+        const options = { depth: ab.depth, quiescence: ab.quiescence, leafScale: ab.leaf_scale };
+        const searched = await runAlphaBeta(game.alphaBetaModel(), state, options);
+        const batch = game.meta.steps_batch;
+        game.meta.steps_batch = 1;  // step.onnx, an action a call, as without steps.onnx
+        const single = r.single && await runAlphaBeta(game.alphaBetaModel(), state, options);
+        game.meta.steps_batch = batch;
         const timed = await backend.think(state, undefined, 0.2);
         const counted = await backend.think(state, 16, undefined);
-        return { searched, timed: [timed.action, timed.search, timed.simulations],
+        return { searched, single, batch,
+                 timed: [timed.action, timed.search, timed.simulations],
                  counted: [counted.action, counted.search, counted.simulations],
                  treeValue: counted.value };
     }"""
     with _served(exported["draughts"]) as url, _page(url) as page:
         got = [page.evaluate(search, {"leaves": [np.asarray(x).reshape(-1).tolist()
-                                                 for x in jax.tree.leaves(state)]})
-               for state in states]
+                                                 for x in jax.tree.leaves(state)],
+                                      "single": i < 8})
+               for i, state in enumerate(states)]
     assert all(g["searched"]["complete"] for g in got)
+    # The openings' children come from steps.onnx, 8 at a time; one at a time, the same.
+    assert all(g["batch"] == 8 for g in got)
+    assert [g["single"] for g in got[:8]] == [g["searched"] for g in got[:8]]
     np.testing.assert_allclose([g["searched"]["value"] for g in got], np.asarray(want_values),
                                atol=1e-4)
     assert known[16:].sum() >= 4 and not known[:8].any()  # the table solves most small roots
@@ -274,6 +284,21 @@ def test_the_page_searches_a_draughts_model_with_a_table_as_azjax_does(exported)
                                                      strict=True))
                    if g["counted"][0] != w or abs(g["treeValue"] - v) > 1e-4]
     assert len(differences) <= 1, differences
+
+
+def test_a_game_whose_step_does_not_batch_steps_one_action_a_call(exported, tmp_path):
+    """steps.onnx (alpha-beta's children, several a call) is written for alpha-beta models
+    whose game's step batches into ONNX; tic-tac-toe's writes its board at a batched index (a
+    scatter jax2onnx does not convert), so its page steps one action a call, and a model
+    that searches by Gumbel has no use for it."""
+    from azjax.apps.turns import untrained_agent
+
+    agent = untrained_agent(envs.make("tic_tac_toe")).with_search(["search.algorithm=alphabeta"])
+    folder = export_web(agent, tmp_path / "page")
+    assert json.loads((folder / "game" / "game.json").read_text())["steps_batch"] == 1
+    assert not (folder / "game" / "steps.onnx").exists()
+    assert not (exported["tic_tac_toe"] / "game" / "steps.onnx").exists()
+    assert (exported["draughts"] / "game" / "steps.onnx").exists()
 
 
 class _NoBoardCodes(TicTacToe):

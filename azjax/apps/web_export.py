@@ -4,13 +4,18 @@ server: a folder of static files for any static file server, working offline onc
 What is exported, and why this way (docs/play-and-serve.md, "A page with no server"):
 - The game's own JAX functions and the network become ONNX graphs (jax2onnx), run in the page
   by onnxruntime-web's WebAssembly build: no game is rewritten in JavaScript.
-    game/network.onnx    obs [1, ...] -> policy logits [1, A], value [1] (the model's search
+    game/network.onnx    obs [B, ...] -> policy logits [B, A], value [B] (the model's search
                          network: symmetry averaging and prior temperature included)
     game/describe.onnx   state -> board codes, observation, legal mask, player to move, done,
                          rewards, forcing: everything the page and the searches read of a
                          position
     game/step.onnx       (state, action) -> the next state: the rules as played, and what
                          describe.onnx says of it but its board codes (alpha-beta's step)
+    game/steps.onnx      for an alpha-beta model: (state, actions [K]) -> step.onnx's
+                         outputs for K actions at once, each with a leading [K] (alpha-beta's
+                         children after the first: the runtime's cost is per operation,
+                         nearly the same for K as for 1); left out, the page stepping one
+                         action a call, where the game's step does not batch into ONNX
     game/tree_step.onnx  (state, action) -> the next state, the mover's reward, the discount,
                          its observation, legal mask and done: the step the search's tree takes
                          (with `search.play_forced_moves`, forced moves played at once)
@@ -19,9 +24,10 @@ What is exported, and why this way (docs/play-and-serve.md, "A page with no serv
                          to move; the table is a constant of the graph
   A state crosses the graphs as its flattened leaves, in `jax.tree.leaves` order; their names,
   dtypes and shapes, and the initial state's values, are in game/game.json.
-- The searches are written once for every game, over those graphs, batch one:
-  `azjax/apps/static/search.js`, azjax's greedy tree search (Gumbel or PUCT), and
-  `azjax/apps/static/alphabeta.js`, its alpha-beta over the network. A model that searches by
+- The searches are written once for every game, over those graphs, for one game:
+  `azjax/apps/static/search.js`, azjax's greedy tree search (Gumbel or PUCT), a position at a
+  time, and `azjax/apps/static/alphabeta.js`, its alpha-beta over the network, which asks
+  for a position's moves after its first together (steps.onnx, one network call). A model that searches by
   alpha-beta plays it at the page's times per move, and its network's Gumbel search at the
   simulation counts, as `azjax serve` does.
 - The page is `azjax serve`'s own (`azjax/apps/static/`): `web.js` answers what the server's
@@ -67,6 +73,7 @@ _REPO_ROOT = Path(__file__).resolve().parents[2]
 _CHECK_GAMES = 4  # random games replayed through the graphs before they are written
 _CHECK_PLIES = 60
 _CHECK_ENDINGS = 64  # random endings checked against the endgame table's graph
+STEPS_BATCH = 8  # steps.onnx's actions a call: a draughts middle game has about 8 moves
 
 
 class WebExportError(ValueError):
@@ -109,6 +116,7 @@ def _game_functions(agent: Agent) -> dict[str, tuple[Callable, list, list[str], 
     state_names = [f"s{i}" for i in range(len(specs))]
     next_names = [f"next_s{i}" for i in range(len(specs))]
     action = jax.ShapeDtypeStruct((), jnp.int32)
+    actions = jax.ShapeDtypeStruct((steps_batch(env),), jnp.int32)
 
     def unflatten(leaves):
         return jax.tree.unflatten(treedef, list(leaves))
@@ -129,6 +137,9 @@ def _game_functions(agent: Agent) -> dict[str, tuple[Callable, list, list[str], 
         after = env.step(unflatten(args[:-1]), args[-1])
         return (*jax.tree.leaves(after), *seen(after))
 
+    def steps(*args):
+        return jax.vmap(step, in_axes=(*[None] * len(specs), 0))(*args)
+
     def tree_step(*args):
         state = unflatten(args[:-1])
         after = walker.step(state, args[-1])
@@ -148,7 +159,8 @@ def _game_functions(agent: Agent) -> dict[str, tuple[Callable, list, list[str], 
         logits, value = apply_fn(variables, obs)
         return logits.astype(jnp.float32), value.astype(jnp.float32)
 
-    obs = jax.ShapeDtypeStruct((1, *env.observation_shape), jnp.float32)
+    (batch,) = jax.export.symbolic_shape("batch")
+    obs = jax.ShapeDtypeStruct((batch, *env.observation_shape), jnp.float32)
     graphs = {
         "describe": (describe, specs, state_names,
                      ["codes", "obs", "legal", "player", "done", "rewards", "forcing"]),
@@ -158,6 +170,9 @@ def _game_functions(agent: Agent) -> dict[str, tuple[Callable, list, list[str], 
                       [*next_names, "reward", "discount", "obs", "legal", "done"]),
         "network": (network, [obs], ["obs"], ["logits", "value"]),
     }
+    if config.search.algorithm == "alphabeta":
+        graphs["steps"] = (steps, [*specs, actions], [*state_names, "actions"],
+                           [*next_names, "obs", "legal", "player", "done", "rewards", "forcing"])
     adjudicate = endgame_adjudicator(env, config.search)
     if adjudicate is not None:
         def table(*leaves):
@@ -169,6 +184,12 @@ def _game_functions(agent: Agent) -> dict[str, tuple[Callable, list, list[str], 
 
         graphs["table"] = (table, specs, state_names, ["known", "value"])
     return graphs
+
+
+def steps_batch(env: Env) -> int:
+    """K, the actions of one steps.onnx call: `STEPS_BATCH`, or every action of a game with
+    fewer."""
+    return min(env.num_actions, STEPS_BATCH)
 
 
 def _check_supported(agent: Agent) -> None:
@@ -316,6 +337,10 @@ def _check_graphs(agent: Agent, graphs: dict[str, bytes], functions: dict) -> No
             compare("network", [obs[None]])
             if bool(compare("describe", leaves)[4]):
                 break
+            if "steps" in graphs:
+                actions = np.resize(np.flatnonzero(legal), steps_batch(env)).astype(np.int32)
+                children_obs = compare("steps", [*leaves, actions])[len(leaves)]
+                compare("network", [children_obs])
             action = np.int32(rng.choice(np.flatnonzero(legal)))
             compare("tree_step", [*leaves, action])
             leaves = compare("step", [*leaves, action])[:len(leaves)]
@@ -397,10 +422,16 @@ def export_web(agent: Agent, out: str | Path, *, ort_dir: str | Path | None = No
     ort_folder = find_onnxruntime_web(ort_dir)
     _check_supported(agent)
     functions = _game_functions(agent)
-    graphs = {name: _to_onnx(name, agent.env, *spec).SerializeToString()
-              for name, spec in functions.items()}
+    graphs = {}
+    for name, spec in functions.items():
+        try:
+            graphs[name] = _to_onnx(name, agent.env, *spec).SerializeToString()
+        except WebExportError:
+            if name != "steps":  # steps.onnx only speeds alpha-beta up: the page can do
+                raise  # without it (a scatter at a batched index does not convert, say)
     _check_graphs(agent, graphs, functions)
     game = _game_json(agent, tuple(sorted({*strengths, agent.num_simulations})))
+    game["steps_batch"] = steps_batch(agent.env) if "steps" in graphs else 1
 
     with tempfile.TemporaryDirectory(dir=out.parent if out.parent.exists() else None) as tmp:
         staging = Path(tmp) / "web"

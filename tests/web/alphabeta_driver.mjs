@@ -3,8 +3,9 @@
 //
 // stdin: JSON {numActions, cases: [{root: uint32, player: 0 or 1, options: runAlphaBeta's
 //   options, with "clockStepMs": a clock that advances that much each time it is read}]}.
-// stdout: JSON [{action, value, nodes, depth, complete, asked: ["position:player:action"]}]:
-//   what runAlphaBeta returns, and every move the search asked the model to play, in order.
+// stdout: JSON [{action, value, nodes, depth, complete, asked: [["position:player:action",
+//   ...], ...]}]: what runAlphaBeta returns, and the moves it asked the model to play, call
+//   by call, in order.
 //
 // The game is the test's, written again here with the same uint32 arithmetic: a position is
 // a uint32 and the player to move; a move XORs in its action's code, so the same moves in
@@ -29,11 +30,13 @@ function makeModel(numActions, asked) {
     async root({ h, player }) {
       return position(h, player, numActions);
     },
-    async child({ h, player }, action) {
-      asked.push(`${h}:${player}:${action}`);
-      const next = (h ^ mix(action + 1)) >>> 0;
-      const same = rand(next, 302) % 6 === 0; // the mover moves again
-      return position(next, same ? player : 1 - player, numActions);
+    async children({ h, player }, actions) {
+      asked.push(actions.map((action) => `${h}:${player}:${action}`));
+      return actions.map((action) => {
+        const next = (h ^ mix(action + 1)) >>> 0;
+        const same = rand(next, 302) % 6 === 0; // the mover moves again
+        return position(next, same ? player : 1 - player, numActions);
+      });
     },
   };
 }

@@ -14,7 +14,8 @@ const ARRAYS = {
   bool: Uint8Array, int8: Int8Array, uint8: Uint8Array, int16: Int16Array,
   uint16: Uint16Array, int32: Int32Array, uint32: Uint32Array, float32: Float32Array,
 };
-const GRAPHS = ["describe", "step", "tree_step", "network"];  // and "table" with a table
+// And "steps" for an alpha-beta model whose game's step batches, "table" with a table.
+const GRAPHS = ["describe", "step", "tree_step", "network"];
 
 function tensor(dtype, values, dims) {
   const Array = ARRAYS[dtype];
@@ -57,10 +58,23 @@ class ExportedGame {
 
   /** Masked policy logits and value of an observation with its legal mask. */
   async evaluate(obs, legal) {
-    const input = new ort.Tensor("float32", obs.data, [1, ...this.meta.observation_shape]);
+    return (await this.evaluateMany([obs], [legal]))[0];
+  }
+
+  /** evaluate() of several observations, in one network call. */
+  async evaluateMany(observations, legals) {
+    const size = observations[0].data.length;
+    const data = new Float32Array(observations.length * size);
+    observations.forEach((obs, j) => data.set(obs.data, j * size));
+    const input = new ort.Tensor("float32", data,
+                                 [observations.length, ...this.meta.observation_shape]);
     const out = await this.runners.network.run({ obs: input });
-    const logits = Float32Array.from(out.logits.data, (x, a) => (legal[a] ? x : ILLEGAL_LOGIT));
-    return { logits, value: out.value.data[0] };
+    const A = this.meta.num_actions;
+    return legals.map((legal, j) => ({
+      logits: Float32Array.from(out.logits.data.subarray(j * A, (j + 1) * A),
+                                (x, a) => (legal[a] ? x : ILLEGAL_LOGIT)),
+      value: out.value.data[j],
+    }));
   }
 
   /** The search's model (search.js): the root and one step of its tree. */
@@ -84,27 +98,34 @@ class ExportedGame {
     };
   }
 
-  /** Alpha-beta's model (alphabeta.js): a position, or the one after a move (one step.onnx
-   * call, which describes it too), with its table key and the network's value and logits
-   * (not asked of a finished game). */
+  /** Alpha-beta's model (alphabeta.js): a position, or those after some moves (step.onnx
+   * for one, steps.onnx for more, which describe them too), with their table keys and the
+   * network's values and logits (one call for them all; not asked of a finished game). */
   alphaBetaModel() {
-    const position = async (state, d) => {
-      const net = d.done ? { value: 0, logits: null } : await this.evaluate(d.obs, d.legal);
-      return {
-        state, key: stateKey(state), player: d.player, done: d.done,
-        reward: d.rewards[d.player], forcing: d.forcing, legal: d.legal, ...net,
-      };
+    const positions = async (described) => {
+      const live = described.filter((d) => !d.done);
+      const nets = live.length
+        ? await this.evaluateMany(live.map((d) => d.obs), live.map((d) => d.legal)) : [];
+      let k = 0;
+      return described.map((d) => ({
+        state: d.state, key: stateKey(d.state), player: d.player, done: d.done,
+        reward: d.rewards[d.player], forcing: d.forcing, legal: d.legal,
+        ...(d.done ? { value: 0, logits: null } : nets[k++]),
+      }));
     };
     return {
-      root: async (state) => position(state, await this.describe(state)),
-      child: async (state, action) => {
-        const d = await this.stepped(state, action);
-        const ended = !d.done && await this.tableResult(d.state);
-        if (ended) {  // the table ends the line with its result
-          d.done = true;
-          d.rewards = d.player === 0 ? [ended.value, -ended.value] : [-ended.value, ended.value];
+      root: async (state) => (await positions([{ state, ...(await this.describe(state)) }]))[0],
+      children: async (state, actions) => {
+        const described = await this.steppedMany(state, actions);
+        for (const d of described) {
+          const ended = !d.done && await this.tableResult(d.state);
+          if (ended) {  // the table ends the line with its result
+            d.done = true;
+            d.rewards = d.player === 0 ? [ended.value, -ended.value]
+              : [-ended.value, ended.value];
+          }
         }
-        return position(d.state, d);
+        return positions(described);
       },
     };
   }
@@ -112,11 +133,43 @@ class ExportedGame {
   /** The position after `action`, from one step.onnx call: its state and what describe()
    * says of it but the board codes. */
   async stepped(state, action) {
-    const out = await this.runners.step.run(this.feeds(state, action));
+    return this.steppedMany(state, [action]).then((found) => found[0]);
+  }
+
+  /** stepped() of each of `actions`: one step.onnx call for one, steps.onnx for more, each
+   * call `steps_batch` of them (the last repeated to fill it; without steps.onnx, one
+   * step.onnx call each). */
+  async steppedMany(state, actions) {
+    const batch = actions.length === 1 ? 1 : this.meta.steps_batch;
+    const found = [];
+    for (let i = 0; i < actions.length; i += batch) {
+      const chunk = actions.slice(i, i + batch);
+      let out;
+      if (batch === 1) out = await this.runners.step.run(this.feeds(state, chunk[0]));
+      else {
+        const feeds = this.feeds(state);
+        const padded = Int32Array.from({ length: batch },
+                                       (_, j) => chunk[Math.min(j, chunk.length - 1)]);
+        feeds.actions = new ort.Tensor("int32", padded, [batch]);
+        out = await this.runners.steps.run(feeds);
+      }
+      chunk.forEach((_, j) => found.push(this.described(out, j, batch)));
+    }
+    return found;
+  }
+
+  /** Row `j` of `batch` of step.onnx's or steps.onnx's outputs: the state and what
+   * describe() says of it but the board codes. */
+  described(out, j, batch) {
+    const row = (t) => {
+      const size = t.data.length / batch;
+      return new ort.Tensor(t.type, t.data.slice(j * size, (j + 1) * size),
+                            batch === 1 ? t.dims : t.dims.slice(1));
+    };
     return {
-      state: this.nextState(out), obs: out.obs, legal: out.legal.data,
-      player: out.player.data[0], done: Boolean(out.done.data[0]), rewards: out.rewards.data,
-      forcing: Boolean(out.forcing.data[0]),
+      state: this.meta.state.map((leaf) => row(out[`next_${leaf.name}`])), obs: row(out.obs),
+      legal: row(out.legal).data, player: out.player.data[j], done: Boolean(out.done.data[j]),
+      rewards: row(out.rewards).data, forcing: Boolean(out.forcing.data[j]),
     };
   }
 
@@ -195,7 +248,9 @@ async function loadGame() {
   ort.env.wasm.wasmPaths = new URL("./ort/", import.meta.url).href;
   ort.env.wasm.numThreads = 1;  // threads need a cross-origin-isolated page; a plain host is not
   const runners = {};
-  for (const name of meta.search.endgame_table ? [...GRAPHS, "table"] : GRAPHS) {
+  const names = [...GRAPHS, ...(meta.steps_batch > 1 ? ["steps"] : []),
+                 ...(meta.search.endgame_table ? ["table"] : [])];
+  for (const name of names) {
     runners[name] = await ort.InferenceSession.create(`game/${name}.onnx`,
                                                        { executionProviders: ["wasm"] });
   }
