@@ -301,6 +301,16 @@ def test_a_game_whose_step_does_not_batch_steps_one_action_a_call(exported, tmp_
     assert (exported["draughts"] / "game" / "steps.onnx").exists()
 
 
+def test_only_the_table_graph_carries_the_table(exported):
+    """describe, step and steps say whether the table knows a position (one cheap test of
+    its pieces), and only table.onnx holds the table to read its result: the other graphs
+    are left without the unused branch that reads it."""
+    game = exported["draughts"] / "game"
+    table = (game / "table.onnx").stat().st_size
+    for name in ("describe", "step", "steps", "tree_step"):
+        assert (game / f"{name}.onnx").stat().st_size < table / 2, name
+
+
 class _NoBoardCodes(TicTacToe):
     """Tic-tac-toe with a board view but no codes for it."""
 

@@ -7,8 +7,9 @@ What is exported, and why this way (docs/play-and-serve.md, "A page with no serv
     game/network.onnx    obs [B, ...] -> policy logits [B, A], value [B] (the model's search
                          network: symmetry averaging and prior temperature included)
     game/describe.onnx   state -> board codes, observation, legal mask, player to move, done,
-                         rewards, forcing: everything the page and the searches read of a
-                         position
+                         rewards, forcing and, with an endgame table, whether it knows the
+                         position: everything the page and the searches read of a position
+                         but the table's result
     game/step.onnx       (state, action) -> the next state: the rules as played, and what
                          describe.onnx says of it but its board codes (alpha-beta's step)
     game/steps.onnx      for an alpha-beta model: (state, actions [K]) -> step.onnx's
@@ -17,8 +18,9 @@ What is exported, and why this way (docs/play-and-serve.md, "A page with no serv
                          nearly the same for K as for 1); left out, the page stepping one
                          action a call, where the game's step does not batch into ONNX
     game/tree_step.onnx  (state, action) -> the next state, the mover's reward, the discount,
-                         its observation, legal mask and done: the step the search's tree takes
-                         (with `search.play_forced_moves`, forced moves played at once)
+                         its observation, legal mask, done and, with a table, whether it knows
+                         the position: the step the search's tree takes (with
+                         `search.play_forced_moves`, forced moves played at once)
     game/table.onnx      with `search.endgame_table` (up to `WEB_TABLE_PIECES` pieces): state
                          -> whether the endgame table knows it, and its result for the player
                          to move; the table is a constant of the graph
@@ -27,9 +29,9 @@ What is exported, and why this way (docs/play-and-serve.md, "A page with no serv
 - The searches are written once for every game, over those graphs, for one game:
   `azjax/apps/static/search.js`, azjax's greedy tree search (Gumbel or PUCT), a position at a
   time, and `azjax/apps/static/alphabeta.js`, its alpha-beta over the network, which asks
-  for a position's moves after its first together (steps.onnx, one network call). A model that searches by
-  alpha-beta plays it at the page's times per move, and its network's Gumbel search at the
-  simulation counts, as `azjax serve` does.
+  for a position's moves after its first together (steps.onnx, one network call). A model
+  that searches by alpha-beta plays it at the page's times per move, and its network's Gumbel
+  search at the simulation counts, as `azjax serve` does.
 - The page is `azjax serve`'s own (`azjax/apps/static/`): `web.js` answers what the server's
   API would, from the graphs, so the two pages cannot drift.
 
@@ -117,17 +119,22 @@ def _game_functions(agent: Agent) -> dict[str, tuple[Callable, list, list[str], 
     next_names = [f"next_s{i}" for i in range(len(specs))]
     action = jax.ShapeDtypeStruct((), jnp.int32)
     actions = jax.ShapeDtypeStruct((steps_batch(env),), jnp.int32)
+    adjudicate = endgame_adjudicator(env, config.search)
+    known_names = ["known"] if adjudicate else []  # whether the table knows the position
+    seen_names = ["obs", "legal", "player", "done", "rewards", "forcing", *known_names]
 
     def unflatten(leaves):
         return jax.tree.unflatten(treedef, list(leaves))
 
     def seen(state):
         """What the searches read of a position: observation, legal mask, player to move,
-        done, rewards, forcing."""
+        done, rewards, forcing; with a table, whether it knows the position (not its result,
+        which only that needs table.onnx for: the table is not read here)."""
         done = state.terminated | state.truncated
+        known = (~done & adjudicate(state).terminated,) if adjudicate else ()
         return (env.observe(state).astype(jnp.float32), state.legal_action_mask,
                 state.current_player.astype(jnp.int32), done, state.rewards.astype(jnp.float32),
-                ~done & env.forcing(state))
+                ~done & env.forcing(state), *known)
 
     def describe(*leaves):
         state = unflatten(leaves)
@@ -146,9 +153,10 @@ def _game_functions(agent: Agent) -> dict[str, tuple[Callable, list, list[str], 
         mover = state.current_player
         done = after.terminated | after.truncated
         discount = jnp.where(done, 0.0, jnp.where(after.current_player == mover, 1.0, -1.0))
+        known = (~done & adjudicate(after).terminated,) if adjudicate else ()
         return (*jax.tree.leaves(after), after.rewards[mover].astype(jnp.float32),
                 discount.astype(jnp.float32), walker.observe(after).astype(jnp.float32),
-                after.legal_action_mask, done)
+                after.legal_action_mask, done, *known)
 
     _, apply_fn = make_network(config.network, env.num_actions,
                                matmul_dtype=config.search.matmul_dtype)
@@ -162,18 +170,16 @@ def _game_functions(agent: Agent) -> dict[str, tuple[Callable, list, list[str], 
     (batch,) = jax.export.symbolic_shape("batch")
     obs = jax.ShapeDtypeStruct((batch, *env.observation_shape), jnp.float32)
     graphs = {
-        "describe": (describe, specs, state_names,
-                     ["codes", "obs", "legal", "player", "done", "rewards", "forcing"]),
-        "step": (step, [*specs, action], [*state_names, "action"],
-                 [*next_names, "obs", "legal", "player", "done", "rewards", "forcing"]),
+        "describe": (describe, specs, state_names, ["codes", *seen_names]),
+        "step": (step, [*specs, action], [*state_names, "action"], [*next_names, *seen_names]),
         "tree_step": (tree_step, [*specs, action], [*state_names, "action"],
-                      [*next_names, "reward", "discount", "obs", "legal", "done"]),
+                      [*next_names, "reward", "discount", "obs", "legal", "done",
+                       *known_names]),
         "network": (network, [obs], ["obs"], ["logits", "value"]),
     }
     if config.search.algorithm == "alphabeta":
         graphs["steps"] = (steps, [*specs, actions], [*state_names, "actions"],
-                           [*next_names, "obs", "legal", "player", "done", "rewards", "forcing"])
-    adjudicate = endgame_adjudicator(env, config.search)
+                           [*next_names, *seen_names])
     if adjudicate is not None:
         def table(*leaves):
             state = unflatten(leaves)
@@ -231,7 +237,35 @@ def _to_onnx(name: str, env: Env, fn: Callable, specs: list, inputs: list[str],
         raise WebExportError(f"{env.name}'s {name} cannot be exported to ONNX: {first}") from None
     finally:
         jax.clear_caches()
-    return _named(_bool_where_as_logic(model), inputs, outputs)
+    return _named(_without_dead_nodes(_bool_where_as_logic(model)), inputs, outputs)
+
+
+def _without_dead_nodes(model: Any) -> Any:
+    """`model` without the nodes and constants that no output needs (jax2onnx keeps both
+    branches of a `lax.cond` whose result is unused: a graph that says whether the endgame
+    table knows a position would otherwise carry the table)."""
+    from onnx import AttributeProto
+
+    def read(nodes) -> Iterator[str]:  # every name a node reads, in its subgraphs too
+        for node in nodes:
+            yield from node.input
+            for attribute in node.attribute:
+                if attribute.type == AttributeProto.GRAPH:
+                    yield from read(attribute.g.node)
+                    yield from (value.name for value in attribute.g.output)
+
+    graph = model.graph
+    while True:
+        needed = {value.name for value in graph.output} | set(read(graph.node))
+        live = [node for node in graph.node if any(name in needed for name in node.output)]
+        if len(live) == len(graph.node):
+            break
+        del graph.node[:]
+        graph.node.extend(live)
+    constants = [c for c in graph.initializer if c.name in needed]
+    del graph.initializer[:]
+    graph.initializer.extend(constants)
+    return model
 
 
 def _named(model: Any, inputs: list[str], outputs: list[str]) -> Any:

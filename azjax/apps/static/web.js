@@ -88,7 +88,8 @@ class ExportedGame {
         const out = await this.runners.tree_step.run(this.feeds(state, action));
         const next = this.nextState(out);
         let [reward, discount] = [out.reward.data[0], out.discount.data[0]];
-        const ended = discount !== 0 && await this.tableResult(next);
+        const known = out.known ? out.known.data[0] : true;  // whether to ask table.onnx
+        const ended = discount !== 0 && known && await this.tableResult(next);
         if (ended) {  // the table ends the line: its result for the mover
           [reward, discount] = [discount === 1 ? ended.value : -ended.value, 0];
         }
@@ -118,7 +119,7 @@ class ExportedGame {
       children: async (state, actions) => {
         const described = await this.steppedMany(state, actions);
         for (const d of described) {
-          const ended = !d.done && await this.tableResult(d.state);
+          const ended = !d.done && d.known && await this.tableResult(d.state);
           if (ended) {  // the table ends the line with its result
             d.done = true;
             d.rewards = d.player === 0 ? [ended.value, -ended.value]
@@ -170,6 +171,7 @@ class ExportedGame {
       state: this.meta.state.map((leaf) => row(out[`next_${leaf.name}`])), obs: row(out.obs),
       legal: row(out.legal).data, player: out.player.data[j], done: Boolean(out.done.data[j]),
       rewards: row(out.rewards).data, forcing: Boolean(out.forcing.data[j]),
+      known: out.known ? Boolean(out.known.data[j]) : true,  // whether to ask table.onnx
     };
   }
 
