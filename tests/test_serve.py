@@ -274,6 +274,22 @@ def test_games_name_each_game_and_its_players(play_server):
     assert status == 200 and answer["board"]["column_labels"] == list("1234567")
     assert answer["clicks"][3] == [[3, 10, 17, 24, 31, 38]]  # anywhere in column 4
     assert answer["last_cells"] == [38]  # the stone fell to the bottom row
+    assert all(game["default_movetime"] is None for game in games.values())  # tree searches
+
+
+def test_a_model_that_searches_by_alphabeta_is_offered_its_own_search_first():
+    """The page selects the longest time per move for an alpha-beta model (the shipped
+    draughts one), where its own search plays, not its network's tree search at the default
+    simulations."""
+    from azjax.apps.serve import MOVETIMES, GameService
+    from azjax.apps.turns import untrained_agent
+
+    agent = untrained_agent("draughts")
+    service = GameService({"draughts": agent.with_search(["search.algorithm=alphabeta"]),
+                           "connect_four": untrained_agent("connect_four")})
+    games = service.games()["games"]
+    assert games["draughts"]["default_movetime"] == max(MOVETIMES)
+    assert games["connect_four"]["default_movetime"] is None
 
 
 def _random_requests(count: int, seed: int = 0) -> list[dict]:

@@ -263,6 +263,7 @@ def test_the_page_searches_a_draughts_model_with_a_table_as_azjax_does(exported)
                  treeValue: counted.value };
     }"""
     with _served(exported["draughts"]) as url, _page(url) as page:
+        assert page.input_value("#strength") == "t1"  # its own search, 1 s a move, first
         got = [page.evaluate(search, {"leaves": [np.asarray(x).reshape(-1).tolist()
                                                  for x in jax.tree.leaves(state)],
                                       "single": i < 8})

@@ -304,7 +304,10 @@ class GameService:
     # ---- endpoints -----------------------------------------------------------------------------
 
     def games(self) -> dict[str, Any]:
-        """The games served, with what the page shows of each, and the strengths offered."""
+        """The games served, with what the page shows of each, and the strengths offered:
+        the simulation counts, the default one, the times per move, and per game the time per
+        move the page selects first (the longest, for a model that searches by alpha-beta:
+        its own search; else none, the default simulations)."""
         return {
             "simulations": list(self.simulations),
             "default_simulations": self.default_simulations,
@@ -317,6 +320,9 @@ class GameService:
                     "labels": [agent.env.action_to_str(a) for a in range(agent.env.num_actions)],
                     "model": model_label(agent),
                     "untrained": bool(agent.meta.get("untrained")),
+                    # The page's first choice: a model's own search, alpha-beta on the clock.
+                    "default_movetime": max(self.movetimes, default=None)
+                    if agent.config.search.algorithm == "alphabeta" else None,
                 }
                 for game, agent in self.agents.items()
             },

@@ -54,12 +54,22 @@ async function start() {
   (info.movetimes || []).forEach((t) => {
     $("strength").add(new Option(`think ${t} s a move`, `t${t}`));
   });
-  $("strength").value = `s${info.default_simulations}`;
   if (params.get("game")) $("game").value = params.get("game");
+  $("strength").value = defaultStrength($("game").value);
   $("new-game").addEventListener("click", newGame);
-  $("game").addEventListener("change", newGame);
+  $("game").addEventListener("change", () => {
+    $("strength").value = defaultStrength($("game").value);
+    newGame();
+  });
   $("first").addEventListener("change", newGame);  // the strength applies from the next AI move
   newGame();
+}
+
+/** The strength the page selects for a game: its model's own search where that is
+ * alpha-beta (on the clock), else the default simulations. */
+function defaultStrength(id) {
+  const movetime = info.games[id].default_movetime;
+  return movetime ? `t${movetime}` : `s${info.default_simulations}`;
 }
 
 function newGame() {

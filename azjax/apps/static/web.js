@@ -393,6 +393,7 @@ export async function webBackend() {
       games: { [meta.id]: {
         title: meta.title, players: meta.players, num_actions: meta.num_actions,
         labels: meta.labels, model: meta.model, untrained: meta.untrained,
+        default_movetime: search.alphabeta ? Math.max(...search.movetimes) : null,
       } },
     }),
     state,
