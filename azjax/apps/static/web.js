@@ -30,6 +30,16 @@ class ExportedGame {
     this.runners = runners;  // graph name -> its onnxruntime instance
     this.initial = meta.state.map((leaf) => tensor(leaf.dtype, leaf.initial, leaf.shape));
     this.cache = new Map([["", this.initial]]);  // move list -> state, for replays
+    this.queue = Promise.resolve();  // the graphs' runs, in order (run())
+  }
+
+  /** Graph `name` on `feeds`, one run at a time: the page's requests and a search may
+   * overlap (a warm-up search runs while the human thinks), and a session runs one call at
+   * a time. */
+  run(name, feeds) {
+    const result = this.queue.then(() => this.runners[name].run(feeds));
+    this.queue = result.catch(() => {});
+    return result;
   }
 
   feeds(state, action) {
@@ -44,7 +54,7 @@ class ExportedGame {
   }
 
   async describe(state) {
-    const out = await this.runners.describe.run(this.feeds(state));
+    const out = await this.run("describe", this.feeds(state));
     return {
       codes: out.codes.data, obs: out.obs, legal: out.legal.data,
       player: out.player.data[0], done: Boolean(out.done.data[0]), rewards: out.rewards.data,
@@ -53,7 +63,7 @@ class ExportedGame {
   }
 
   async step(state, action) {
-    return this.nextState(await this.runners.step.run(this.feeds(state, action)));
+    return this.nextState(await this.run("step", this.feeds(state, action)));
   }
 
   /** Masked policy logits and value of an observation with its legal mask. */
@@ -68,7 +78,7 @@ class ExportedGame {
     observations.forEach((obs, j) => data.set(obs.data, j * size));
     const input = new ort.Tensor("float32", data,
                                  [observations.length, ...this.meta.observation_shape]);
-    const out = await this.runners.network.run({ obs: input });
+    const out = await this.run("network", { obs: input });
     const A = this.meta.num_actions;
     return legals.map((legal, j) => ({
       logits: Float32Array.from(out.logits.data.subarray(j * A, (j + 1) * A),
@@ -85,7 +95,7 @@ class ExportedGame {
         return { ...(await this.evaluate(d.obs, d.legal)), legal: d.legal };
       },
       recurrent: async (state, action) => {
-        const out = await this.runners.tree_step.run(this.feeds(state, action));
+        const out = await this.run("tree_step", this.feeds(state, action));
         const next = this.nextState(out);
         let [reward, discount] = [out.reward.data[0], out.discount.data[0]];
         const known = out.known ? out.known.data[0] : true;  // whether to ask table.onnx
@@ -146,13 +156,13 @@ class ExportedGame {
     for (let i = 0; i < actions.length; i += batch) {
       const chunk = actions.slice(i, i + batch);
       let out;
-      if (batch === 1) out = await this.runners.step.run(this.feeds(state, chunk[0]));
+      if (batch === 1) out = await this.run("step", this.feeds(state, chunk[0]));
       else {
         const feeds = this.feeds(state);
         const padded = Int32Array.from({ length: batch },
                                        (_, j) => chunk[Math.min(j, chunk.length - 1)]);
         feeds.actions = new ort.Tensor("int32", padded, [batch]);
-        out = await this.runners.steps.run(feeds);
+        out = await this.run("steps", feeds);
       }
       chunk.forEach((_, j) => found.push(this.described(out, j, batch)));
     }
@@ -179,7 +189,7 @@ class ExportedGame {
    * move), else null (always, without a table). */
   async tableResult(state) {
     if (!this.runners.table) return null;
-    const out = await this.runners.table.run(this.feeds(state));
+    const out = await this.run("table", this.feeds(state));
     return out.known.data[0] ? { value: out.value.data[0] } : null;
   }
 
@@ -321,6 +331,7 @@ export async function webBackend() {
 
   async function move(request) {
     checkGame(request);
+    await warmed;
     const movetime = request.movetime;
     const simulations = request.simulations ?? defaultSimulations;
     if (movetime !== undefined && !search.movetimes.includes(movetime)) {
@@ -385,6 +396,14 @@ export async function webBackend() {
     return { ...out, action: tableMove ?? out.action, search: search.algorithm,
              simulations: out.visitCounts.reduce((a, b) => a + b, 0) };
   }
+
+  // A search on the clock reaches half its positions until WebAssembly's compiler has
+  // optimised the runtime's hot code, after a second or two of running: for a model whose
+  // first choice is a time per move, one search of the initial position (its answer dropped)
+  // does that while the page waits for the human, and the AI's first move waits for it.
+  const warmed = search.alphabeta
+    ? think(g.initial, undefined, Math.max(...search.movetimes)).catch(() => {})
+    : Promise.resolve();
 
   return {
     games: async () => ({
