@@ -10,6 +10,8 @@ import { runAlphaBeta } from "./alphabeta.js";
 import { runSearch } from "./search.js";
 
 const ILLEGAL_LOGIT = -1e9;  // as azjax.core.search.masked_logits
+const WARM_UP_SLICES = 15;  // the runtime's warm-up: 1.5 s of search, in slices of 0.1 s
+const WARM_UP_SLICE_S = 0.1;
 const ARRAYS = {
   bool: Uint8Array, int8: Int8Array, uint8: Uint8Array, int16: Int16Array,
   uint16: Uint16Array, int32: Int32Array, uint32: Uint32Array, float32: Float32Array,
@@ -331,6 +333,7 @@ export async function webBackend() {
 
   async function move(request) {
     checkGame(request);
+    warming = false;
     await warmed;
     const movetime = request.movetime;
     const simulations = request.simulations ?? defaultSimulations;
@@ -399,11 +402,16 @@ export async function webBackend() {
 
   // A search on the clock reaches half its positions until WebAssembly's compiler has
   // optimised the runtime's hot code, after a second or two of running: for a model whose
-  // first choice is a time per move, one search of the initial position (its answer dropped)
-  // does that while the page waits for the human, and the AI's first move waits for it.
-  const warmed = search.alphabeta
-    ? think(g.initial, undefined, Math.max(...search.movetimes)).catch(() => {})
-    : Promise.resolve();
+  // first choice is a time per move, short searches of the initial position (answers
+  // dropped) do that while the page waits for the human, in slices between which the page
+  // draws and answers clicks; the AI's first move stops them.
+  let warming = Boolean(search.alphabeta);
+  const warmed = (async () => {
+    for (let slice = 0; warming && slice < WARM_UP_SLICES; slice += 1) {
+      await new Promise((resolve) => { setTimeout(resolve, 0); });
+      await think(g.initial, undefined, WARM_UP_SLICE_S);
+    }
+  })().catch(() => {});
 
   return {
     games: async () => ({
