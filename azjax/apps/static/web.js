@@ -36,8 +36,8 @@ class ExportedGame {
   }
 
   /** Graph `name` on `feeds`, one run at a time: the page's requests and a search may
-   * overlap (a warm-up search runs while the human thinks), and a session runs one call at
-   * a time. */
+   * overlap (a warm-up search runs while the human thinks), and each graph's runtime runs
+   * one call at a time. */
   run(name, feeds) {
     const result = this.queue.then(() => this.runners[name].run(feeds));
     this.queue = result.catch(() => {});
