@@ -118,7 +118,6 @@ def _game_functions(agent: Agent) -> dict[str, tuple[Callable, list, list[str], 
     state_names = [f"s{i}" for i in range(len(specs))]
     next_names = [f"next_s{i}" for i in range(len(specs))]
     action = jax.ShapeDtypeStruct((), jnp.int32)
-    actions = jax.ShapeDtypeStruct((steps_batch(env),), jnp.int32)
     adjudicate = endgame_adjudicator(env, config.search)
     known_names = ["known"] if adjudicate else []  # whether the table knows the position
     seen_names = ["obs", "legal", "player", "done", "rewards", "forcing", *known_names]
@@ -126,15 +125,17 @@ def _game_functions(agent: Agent) -> dict[str, tuple[Callable, list, list[str], 
     def unflatten(leaves):
         return jax.tree.unflatten(treedef, list(leaves))
 
-    def seen(state):
-        """What the searches read of a position: observation, legal mask, player to move,
-        done, rewards, forcing; with a table, whether it knows the position (not its result,
-        which only that needs table.onnx for: the table is not read here)."""
+    def known(state):  # with a table, whether it knows the live state (not its result)
         done = state.terminated | state.truncated
-        known = (~done & adjudicate(state).terminated,) if adjudicate else ()
+        return (~done & adjudicate(state).terminated,) if adjudicate else ()
+
+    def seen(state):
+        """What the searches read of a position: obs, legal, player, done, rewards, forcing,
+        known."""
+        done = state.terminated | state.truncated
         return (env.observe(state).astype(jnp.float32), state.legal_action_mask,
                 state.current_player.astype(jnp.int32), done, state.rewards.astype(jnp.float32),
-                ~done & env.forcing(state), *known)
+                ~done & env.forcing(state), *known(state))
 
     def describe(*leaves):
         state = unflatten(leaves)
@@ -153,10 +154,9 @@ def _game_functions(agent: Agent) -> dict[str, tuple[Callable, list, list[str], 
         mover = state.current_player
         done = after.terminated | after.truncated
         discount = jnp.where(done, 0.0, jnp.where(after.current_player == mover, 1.0, -1.0))
-        known = (~done & adjudicate(after).terminated,) if adjudicate else ()
         return (*jax.tree.leaves(after), after.rewards[mover].astype(jnp.float32),
                 discount.astype(jnp.float32), walker.observe(after).astype(jnp.float32),
-                after.legal_action_mask, done, *known)
+                after.legal_action_mask, done, *known(after))
 
     _, apply_fn = make_network(config.network, env.num_actions,
                                matmul_dtype=config.search.matmul_dtype)
@@ -178,15 +178,14 @@ def _game_functions(agent: Agent) -> dict[str, tuple[Callable, list, list[str], 
         "network": (network, [obs], ["obs"], ["logits", "value"]),
     }
     if config.search.algorithm == "alphabeta":
+        actions = jax.ShapeDtypeStruct((steps_batch(env),), jnp.int32)
         graphs["steps"] = (steps, [*specs, actions], [*state_names, "actions"],
                            [*next_names, *seen_names])
     if adjudicate is not None:
         def table(*leaves):
             state = unflatten(leaves)
-            ended = adjudicate(state)
-            live = ~(state.terminated | state.truncated)
-            return (live & ended.terminated,
-                    ended.rewards[state.current_player].astype(jnp.float32))
+            value = adjudicate(state).rewards[state.current_player]
+            return (*known(state), value.astype(jnp.float32))
 
         graphs["table"] = (table, specs, state_names, ["known", "value"])
     return graphs
