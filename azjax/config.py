@@ -468,10 +468,10 @@ class ExperimentConfig:
     `azjax.games` group of an installed package. A game that takes arguments is a mapping,
     `{import: "mygames.othello4:Othello4", kwargs: {size: 4}}`, kept as the string
     `mygames.othello4:Othello4(size=4)`, which may be written directly. Valid: `tic_tac_toe`,
-    `connect_four`, `draughts`, `draughts_tactics` (draughts with 11 observation planes
-    instead of 7), an id added with `envs.register`, `pgx:<id>` (needs the pgx package), an
-    import path, an entry point name, or that mapping; a game of your own must pass
-    `envs.check_env` (checked when the config loads)."""
+    `connect_four`, `draughts`, `draughts_tactics` (draughts with four more observation
+    planes, each side's one-hop captures), an id added with `envs.register`, `pgx:<id>`
+    (needs the pgx package), an import path, an entry point name, or that mapping; a game of
+    your own must pass `envs.check_env` (checked when the config loads)."""
     game_dir: str = ""
     """The directory the game's module was found in, for a game from an import path whose
     module is not part of an installed package. Left out, it is filled in where the module is

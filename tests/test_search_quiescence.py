@@ -47,6 +47,7 @@ def _positions():
 _one_evaluation = jax.jit(lambda state: jax.tree.map(
     lambda x: x[0], _evaluate(VARIABLES, jax.tree.map(lambda x: x[None], state))))
 _one_step = jax.jit(FORCED.step)
+_one_forcing = jax.jit(FORCED.forcing)
 
 
 def _reference_value(state, depth: int, moves: int) -> float:
@@ -55,7 +56,7 @@ def _reference_value(state, depth: int, moves: int) -> float:
     live: their value, negated when the other player moves next), each valued the same way."""
     logits, value = (np.asarray(x) for x in _one_evaluation(state))
     live = not bool(state.terminated | state.truncated)
-    if depth == 0 or not (live and bool(FORCED.forcing(state))):
+    if depth == 0 or not (live and bool(_one_forcing(state))):
         return float(value)
     legal = np.asarray(state.legal_action_mask)
     order = sorted(range(len(logits)), key=lambda a: (-logits[a], a))[:moves]

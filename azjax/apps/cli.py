@@ -231,8 +231,8 @@ def train(
 def evaluate(
     spec: Annotated[str, typer.Argument(help="Game id (shipped model), run dir or snapshot dir")],
     against: Annotated[list[str] | None, typer.Option(
-        help=f"{_BASELINES} | another SPEC | cb:PATH[@SECONDS], an external checkers engine "
-             "(a CheckerBoard-API library, draughts; SECONDS per move, default 0.1; "
+        help=f"{_BASELINES} | another SPEC | cb:PATH or cb:PATH@SECONDS, an external checkers "
+             "engine (a CheckerBoard-API library, draughts; SECONDS per move, default 0.1; "
              "docs/engines.md) (repeatable)")] = None,
     oracle: Annotated[str | None, typer.Option(
         help="Score against perfect play: --oracle alone uses the game's default oracle "
@@ -351,8 +351,8 @@ def _ladder(run_dir: str, against: list[str], games: int, simulations: int | Non
 def anchors_table(
     game: Annotated[str, typer.Argument(help="Game id, e.g. draughts")],
     against: Annotated[list[str], typer.Option(
-        help=f"A fixed baseline: {_BASELINES} | cb:PATH[@SECONDS], an external checkers "
-             "engine (repeatable; random is always in)")],
+        help=f"A fixed baseline: {_BASELINES} | cb:PATH or cb:PATH@SECONDS, an "
+             "external checkers engine (repeatable; random is always in)")],
     out: Annotated[Path, typer.Option(help="Where to write the table (JSON)")],
     games: Annotated[int, typer.Option(min=2, help="Games per pairing (both colours)")] = 200,
     seed: Annotated[int, typer.Option()] = 0,
@@ -417,7 +417,8 @@ def export(
         help="Score the exported model on every position of the game's oracle (bare) or of "
              "the oracle files in DIR, for its model card")] = None,
     against: Annotated[list[str] | None, typer.Option(
-        help=f"Arena opponents for the model card: {_BASELINES} (repeatable)")
+        help=f"Arena opponents for the model card: {_BASELINES} | cb:PATH or "
+             "cb:PATH@SECONDS, an external checkers engine (repeatable)")
     ] = None,
     games: Annotated[int, typer.Option(
         min=1, help="Arena games per opponent (both colours)")] = 200,
@@ -525,8 +526,9 @@ def play(
              "read (draughts)")] = None,
     seed: Annotated[int, typer.Option()] = 0,
     against: Annotated[str | None, typer.Option(
-        help="Watch the agent play an external checkers engine, cb:PATH[@SECONDS] (draughts; "
-             "docs/engines.md), for one game: the engine takes the human's seat")] = None,
+        help="Watch the agent play an external checkers engine, cb:PATH or cb:PATH@SECONDS "
+             "(draughts; docs/engines.md), for one game: the engine takes the human's "
+             "seat")] = None,
     cores: Annotated[int, typer.Option(
         envvar="AZJAX_PLAY_CORES",
         help="CPU cores the search runs on (0: all): one searches a single game fastest on "

@@ -201,13 +201,14 @@ class ExportedGame {
   async tableMove(state) {
     if (!(await this.tableResult(state))) return null;
     const root = await this.describe(state);
+    const actions = [...root.legal.keys()].filter((action) => root.legal[action]);
+    const children = await this.steppedMany(state, actions);  // in steps.onnx's batches
     let [best, bestValue] = [null, -Infinity];
-    for (const action of root.legal.keys()) {
-      if (!root.legal[action]) continue;
-      const child = await this.stepped(state, action);
+    for (const [i, action] of actions.entries()) {
+      const child = children[i];
       let value = child.rewards[root.player];
       if (!child.done) {
-        const ended = await this.tableResult(child.state);
+        const ended = child.known && await this.tableResult(child.state);
         if (!ended) return null;
         value = child.player === root.player ? ended.value : -ended.value;
       }
