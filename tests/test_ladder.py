@@ -18,6 +18,7 @@ from azjax.training.ladder import (
     load_anchors,
     rate_anchors,
     run_ladder,
+    shipped_anchors,
 )
 
 TRUE = {"random": 0.0, "b": 200.0, "c": 400.0}
@@ -216,19 +217,30 @@ def test_cli_anchors_writes_a_table_and_refuses_bad_input(tiny_run, tmp_path):
     assert out.exit_code == 2 and "applies to a --ladder" in out.output
     out = runner.invoke(app, ["eval", run_dir, "--ladder", "--anchors", str(tmp_path / "no")])
     assert out.exit_code == 2 and "no anchor table at" in out.output
+    out = runner.invoke(app, ["eval", run_dir, "--ladder", "--anchors", "shipped"])
+    assert out.exit_code == 2, out.output
+    assert ("error: azjax ships no anchor table for tic_tac_toe (alpha-beta engine 1, "
+            "evaluation 'terminal-only')") in out.output
 
 
-def test_the_shipped_draughts_anchor_table_fits_its_matches_and_this_engine():
-    """azjax/data/anchors/draughts.json: measured with this azjax's alpha-beta engine and
-    draughts evaluation (a change to either needs a new table), and its ratings are the Elo fit
-    of the matches it records."""
+@pytest.mark.parametrize("name,rules,other", [
+    ("draughts", "draughts", "draughts(draw_rule='openspiel')"),
+    ("draughts_openspiel", "draughts(draw_rule='openspiel')", "draughts")])
+def test_the_shipped_draughts_anchor_tables_fit_their_matches_and_this_engine(name, rules,
+                                                                             other):
+    """azjax/data/anchors/draughts.json (the laws' rules, the registered game's) and
+    draughts_openspiel.json (OpenSpiel's 40-action counter): each measured with this azjax's
+    alpha-beta engine and draughts evaluation under its rules (a change to either needs a new
+    table; the other rules end games otherwise, so they are refused), and its ratings are the
+    Elo fit of the matches it records."""
     from conftest import REPO_ROOT
 
     from azjax import envs
-    table = load_anchors(REPO_ROOT / "azjax" / "data" / "anchors" / "draughts.json")
-    table.check(envs.make("draughts(draw_rule='openspiel')"))  # the shipped model's rules
+    table = load_anchors(REPO_ROOT / "azjax" / "data" / "anchors" / f"{name}.json")
+    table.check(envs.make(rules))
     with pytest.raises(ValueError, match="measure it again"):
-        table.check(envs.make("draughts"))  # the laws' rules end other games
+        table.check(envs.make(other))
+    assert shipped_anchors(envs.make(rules)) == table  # what `--anchors shipped` finds
     names = list(table.ratings)
     assert {"random", "mcts:100", "alphabeta:2", "alphabeta:4", "alphabeta:6"} <= set(names)
     fit = fit_elo(names, [(a, b, counts) for a, b, *counts in table.matches])

@@ -51,7 +51,7 @@ def test_the_labels_models_and_pages_ship_inside_the_wheel(wheel):
     expected = {"azjax/data/oracles/connect4/Test_L1_R1.jsonl",
                 "azjax/data/oracles/tictactoe/positions.jsonl", "azjax/data/oracles/README.md",
                 "azjax/models/connect_four/params.msgpack", "azjax/apps/static/index.html",
-                "azjax/data/anchors/draughts.json"}
+                "azjax/data/anchors/draughts.json", "azjax/data/anchors/draughts_openspiel.json"}
     for folder in ("data", "models", "apps/static"):
         expected |= {p.relative_to(REPO_ROOT).as_posix()
                      for p in (REPO_ROOT / "azjax" / folder).rglob("*")

@@ -270,9 +270,10 @@ def evaluate(
     set_: Annotated[list[str] | None, typer.Option(
         "--set", help="Change how the evaluated agent searches, e.g. --set search.algorithm=puct "
                       "(its network and game stay)")] = None,
-    anchors: Annotated[Path | None, typer.Option(
+    anchors: Annotated[str | None, typer.Option(
         help="With --ladder: an anchor table (`azjax anchors`) whose baselines join the ladder "
-             "with their ratings held fixed")] = None,
+             "with their ratings held fixed, or `shipped`: the table azjax ships for the "
+             "run's game and rules (draughts)")] = None,
     pdn: Annotated[Path | None, typer.Option(
         help="Append every arena's games to this file in PDN, the notation checkers programs "
              "read (draughts; the arenas are then played ply by ply from the host, the games "
@@ -329,13 +330,13 @@ def _check_ladder(set_: list[str] | None, against_simulations: int | None,
 
 
 def _ladder(run_dir: str, against: list[str], games: int, simulations: int | None,
-            seed: int, anchors: Path | None) -> None:
+            seed: int, anchors: str | None) -> None:
     import jax
 
-    from azjax.training.ladder import format_ladder, load_anchors, run_ladder
+    from azjax.training.ladder import SHIPPED, format_ladder, load_anchors, run_ladder
 
     try:
-        table = None if anchors is None else load_anchors(anchors)
+        table = anchors if anchors in (None, SHIPPED) else load_anchors(anchors)
         default = () if table is not None else ("random", "greedy")
         result = run_ladder(Path(run_dir), key=jax.random.PRNGKey(seed),
                             games_per_pair=games + games % 2, simulations=simulations,

@@ -6,13 +6,15 @@ fits their ratings (random = 0); `azjax anchors` writes the table to a JSON file
 `load_anchors` reads it back. A ladder given the table (`run_ladder(anchors=...)`, `azjax eval
 RUN --ladder --anchors FILE`) holds those ratings fixed and fits only the snapshots. The table
 names the alpha-beta engine and evaluation versions it was measured with and is refused when
-they differ from this azjax's (`AnchorTable.check`).
+they differ from this azjax's (`AnchorTable.check`). `shipped_anchors` finds the table azjax
+ships for a game and its rules (`--anchors shipped`), so an installed azjax needs no path.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import importlib.resources
 import json
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -28,7 +30,10 @@ from azjax.evaluation.players import make_opponent
 from azjax.training.elo import fit_elo
 from azjax.training.ladder_arena import engine_match, paired_arena
 
-__all__ = ["AnchorTable", "load_anchors", "rate_anchors"]
+__all__ = ["SHIPPED", "AnchorTable", "load_anchors", "rate_anchors", "shipped_anchors"]
+
+SHIPPED = "shipped"
+"""What `--anchors` takes for the table azjax ships for the run's game (`shipped_anchors`)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,6 +104,28 @@ def load_anchors(path: str | Path) -> AnchorTable:
     except (json.JSONDecodeError, KeyError, TypeError, ValueError, IndexError) as error:
         raise ValueError(f"{path} is not an anchor table ({type(error).__name__}: {error})"
                          ) from None
+
+
+def shipped_anchors(env: Any) -> AnchorTable:
+    """The anchor table azjax ships for `env`: the file of `azjax/data/anchors/` measured for
+    its game with this azjax's alpha-beta engine and `env.evaluation_version` (which names the
+    rules: draughts under the laws and under OpenSpiel's counter have a table each).
+
+    Raises:
+      ValueError: azjax ships none for that game, engine and evaluation (one line naming them).
+    """
+    from azjax.core.alphabeta import ENGINE_VERSION
+
+    folder = importlib.resources.files("azjax") / "data" / "anchors"
+    for entry in sorted(folder.iterdir(), key=lambda entry: entry.name):
+        if entry.name.endswith(".json"):
+            table = load_anchors(Path(str(entry)))
+            if (table.game, table.engine, table.evaluation) == (
+                    env.name, ENGINE_VERSION, env.evaluation_version):
+                return table
+    raise ValueError(f"azjax ships no anchor table for {env.name} (alpha-beta engine "
+                     f"{ENGINE_VERSION}, evaluation {env.evaluation_version!r}): measure one "
+                     f"with `azjax anchors {env.name} ...` and pass its path")
 
 
 def _round_robin(env: Any, names: list[str], players: list[Any], key: jax.Array,

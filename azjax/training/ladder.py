@@ -41,14 +41,20 @@ from azjax.evaluation.arena import PAIRED_OPENING_PLIES, ArenaResult
 from azjax.evaluation.checkerboard import engine_player
 from azjax.evaluation.players import make_opponent, search_player
 from azjax.model_files import CheckpointError, load_model, snapshot_dirs
-from azjax.training.anchors import AnchorTable, load_anchors, rate_anchors
+from azjax.training.anchors import (
+    SHIPPED,
+    AnchorTable,
+    load_anchors,
+    rate_anchors,
+    shipped_anchors,
+)
 from azjax.training.elo import fit_elo
 from azjax.training.ladder_arena import engine_match, ladder_arena
 from azjax.training.ladder_result import LadderPlayer, LadderResult, format_ladder, plot_ladder
 from azjax.training.metrics import read_metrics
 
-__all__ = ["AnchorTable", "LadderPlayer", "LadderResult", "fit_elo", "format_ladder",
-           "load_anchors", "rate_anchors", "run_ladder"]
+__all__ = ["SHIPPED", "AnchorTable", "LadderPlayer", "LadderResult", "fit_elo",
+           "format_ladder", "load_anchors", "rate_anchors", "run_ladder", "shipped_anchors"]
 
 
 def run_ladder(
@@ -61,7 +67,7 @@ def run_ladder(
     max_snapshots: int = 8,
     opening_plies: int = PAIRED_OPENING_PLIES,
     progress: Callable[[str], None] | None = None,
-    anchors: AnchorTable | None = None,
+    anchors: AnchorTable | str | None = None,
 ) -> LadderResult:
     """Rates a run's snapshots and the baselines (random = 0); writes ladder.json, ladder.png.
 
@@ -76,7 +82,8 @@ def run_ladder(
       max_snapshots: at most this many snapshots, spread over the run, first and last included.
       opening_plies: random plies opening each pair of games (see the module docstring).
       progress: called with one line per match played (e.g. ``print``).
-      anchors: an anchor table of the run's game (`load_anchors`): its players join the
+      anchors: an anchor table of the run's game (`load_anchors`), or `SHIPPED` for the one
+        azjax ships for its game and rules (`shipped_anchors`): its players join the
         baselines with their ratings held fixed, and do not play each other.
 
     Returns:
@@ -87,16 +94,18 @@ def run_ladder(
         raise ValueError(f"games_per_pair must be even and >= 2, got {games_per_pair}")
     if max_snapshots < 2:
         raise ValueError(f"max_snapshots must be >= 2, got {max_snapshots}")
-    if anchors is not None and opening_plies != anchors.opening_plies:
-        raise ValueError(f"the anchor table was measured from {anchors.opening_plies} opening "
-                         f"plies; a ladder on it plays the same, not {opening_plies}")
-    fixed = dict(anchors.ratings) if anchors is not None else {}
-    baseline_names = list(dict.fromkeys(["random", *fixed, *baselines]))
     loaded = [load_model(d) for d in _snapshot_dirs(run_dir, max_snapshots)]
     config = loaded[0][1]
     env = envs.make(config.game)
+    if anchors == SHIPPED:
+        anchors = shipped_anchors(env)
     if anchors is not None:
         anchors.check(env)
+        if opening_plies != anchors.opening_plies:
+            raise ValueError(f"the anchor table was measured from {anchors.opening_plies} "
+                             f"opening plies; a ladder on it plays the same, not {opening_plies}")
+    fixed = dict(anchors.ratings) if anchors is not None else {}
+    baseline_names = list(dict.fromkeys(["random", *fixed, *baselines]))
     for _, other, _ in loaded[1:]:
         if other.game != config.game or other.network != config.network:
             raise CheckpointError(f"the snapshots in {run_dir} differ in game or network")
