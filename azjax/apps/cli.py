@@ -271,9 +271,8 @@ def evaluate(
         "--set", help="Change how the evaluated agent searches, e.g. --set search.algorithm=puct "
                       "(its network and game stay)")] = None,
     anchors: Annotated[str | None, typer.Option(
-        help="With --ladder: an anchor table (`azjax anchors`) whose baselines join the ladder "
-             "with their ratings held fixed, or `shipped`: the table azjax ships for the "
-             "run's game and rules (draughts)")] = None,
+        help="With --ladder: an anchor table (`azjax anchors`; `shipped`: azjax's for the run's "
+             "game and rules) whose baselines join with their ratings held fixed")] = None,
     pdn: Annotated[Path | None, typer.Option(
         help="Append every arena's games to this file in PDN, the notation checkers programs "
              "read (draughts; the arenas are then played ply by ply from the host, the games "
