@@ -4,7 +4,7 @@ The engine here is `tests/fixtures/cb_test_engine.c`, built with the system's C 
 the test's own folder: a legal move generator of its own, and a file beside it
 (`cb_test_engine.mode`) that makes it answer an illegal move, crash, abort or hang at its N-th
 move; it logs every `getmove` it receives to `cb_test_engine.log` in its working directory.
-The one timeout (a hang) is 4 s against a hang that never ends, while every other move of
+The one timeout (a hang) is 10 s against a hang that never ends, while every other move of
 that arena is a C call answered in well under a millisecond.
 """
 
@@ -222,8 +222,8 @@ def test_a_crash_forfeits_that_game_and_a_new_process_plays_on(env, built, tmp_p
 
 
 def test_a_hung_engine_forfeits_after_its_timeout(env, built, tmp_path):
-    line = _fault_arena(env, built, tmp_path, "hang 2 once", timeout=4.0)
-    assert "did not answer within 4 s (taken as hung and stopped) on its move" in line, line
+    line = _fault_arena(env, built, tmp_path, "hang 2 once", timeout=10.0)
+    assert "did not answer within 10 s (taken as hung and stopped) on its move" in line, line
 
 
 def test_a_library_without_getmove_is_refused_in_one_line(env, built, tmp_path):
