@@ -12,6 +12,7 @@ ships for a game and its rules (`--anchors shipped`), so an installed azjax need
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import importlib.resources
@@ -119,9 +120,9 @@ def shipped_anchors(env: Any) -> AnchorTable:
     folder = importlib.resources.files("azjax") / "data" / "anchors"
     for entry in sorted(folder.iterdir(), key=lambda entry: entry.name):
         if entry.name.endswith(".json"):
-            table = load_anchors(Path(str(entry)))
-            if (table.game, table.engine, table.evaluation) == (
-                    env.name, ENGINE_VERSION, env.evaluation_version):
+            table = load_anchors(str(entry))
+            with contextlib.suppress(ValueError):  # another game, engine or evaluation
+                table.check(env)
                 return table
     raise ValueError(f"azjax ships no anchor table for {env.name} (alpha-beta engine "
                      f"{ENGINE_VERSION}, evaluation {env.evaluation_version!r}): measure one "
