@@ -9,14 +9,19 @@ import shutil
 import subprocess
 from pathlib import Path
 
-# The tests' programs are small and mostly compiled once: XLA's CPU backend without LLVM's
-# optimisation passes compiles them a fifth faster. The values agree with optimised code's to
-# the last bits of a float, so a test that compares bytes written by earlier code runs that
-# code's way (`optimised_env`). Set before jax starts its backend; subprocesses inherit it.
-FAST_COMPILE = "--xla_backend_optimization_level=0"
-# (xdist's workers inherit the flag from the controller's conftest: it is taken out first.)
-_USER_XLA_FLAGS = " ".join(f for f in os.environ.get("XLA_FLAGS", "").split() if f != FAST_COMPILE)
-os.environ["XLA_FLAGS"] = " ".join(filter(None, [_USER_XLA_FLAGS, FAST_COMPILE]))
+# The tests' programs are small and mostly compiled once, so compiling is most of what they cost.
+# Two XLA flags make XLA's CPU backend compile them much faster: no LLVM optimisation passes,
+# and the older fusion emitters instead of the new MLIR ones (docs/development.md: each takes
+# a fifth to a third off; the programs run slower, which the tests' tiny batches hardly feel).
+# Floats can differ from default code's in the last bits, so a test that compares bytes written
+# by earlier code runs that code's way (`optimised_env`), and two programs that compute the same
+# floats by differently fused kernels agree to rounding, not bit for bit. Set before jax
+# starts its backend; subprocesses inherit them.
+FAST_COMPILE = ("--xla_backend_optimization_level=0", "--xla_cpu_use_fusion_emitters=false")
+# (xdist's workers inherit the flags from the controller's conftest: they are taken out first.)
+_USER_XLA_FLAGS = " ".join(f for f in os.environ.get("XLA_FLAGS", "").split()
+                           if f not in FAST_COMPILE)
+os.environ["XLA_FLAGS"] = " ".join(filter(None, [_USER_XLA_FLAGS, *FAST_COMPILE]))
 
 import jax  # noqa: E402
 import pytest  # noqa: E402
@@ -61,12 +66,12 @@ def run_node(driver: Path, payload: dict) -> list:
 
 
 def run_optimised(fn, *args):
-    """`fn(*args)`, jitted and compiled with XLA's optimisation passes (`FAST_COMPILE` off for
-    this one program): for the few tests whose program runs far longer than it compiles, such
-    as a 512-simulation search over hundreds of positions or an arena of draughts games by
-    alpha-beta (half the run time for a second more of compiling)."""
-    return jax.jit(fn).lower(*args).compile(
-        compiler_options={"xla_backend_optimization_level": 3})(*args)
+    """`fn(*args)`, jitted and compiled as users' programs are (`FAST_COMPILE` off for this one
+    program): for the few tests whose program runs far longer than it compiles, such as a
+    512-simulation search over hundreds of positions or an arena of draughts games by
+    alpha-beta (a fraction of the run time for a second more of compiling)."""
+    return jax.jit(fn).lower(*args).compile(compiler_options={
+        "xla_backend_optimization_level": 3, "xla_cpu_use_fusion_emitters": True})(*args)
 
 
 def optimised_env() -> dict[str, str]:
