@@ -17,7 +17,11 @@ from pathlib import Path
 # by earlier code runs that code's way (`optimised_env`), and two programs that compute the same
 # floats by differently fused kernels agree to rounding, not bit for bit. Set before jax
 # starts its backend; subprocesses inherit them.
-FAST_COMPILE = ("--xla_backend_optimization_level=0", "--xla_cpu_use_fusion_emitters=false")
+# {XLA option: (the tests' value, XLA's default, which users' runs compile with)}
+_COMPILE_OPTIONS = {"xla_backend_optimization_level": (0, 3),
+                    "xla_cpu_use_fusion_emitters": (False, True)}
+FAST_COMPILE = tuple(f"--{name}={str(fast).lower()}"
+                     for name, (fast, _) in _COMPILE_OPTIONS.items())
 # (xdist's workers inherit the flags from the controller's conftest: they are taken out first.)
 _USER_XLA_FLAGS = " ".join(f for f in os.environ.get("XLA_FLAGS", "").split()
                            if f not in FAST_COMPILE)
@@ -71,7 +75,7 @@ def run_optimised(fn, *args):
     512-simulation search over hundreds of positions or an arena of draughts games by
     alpha-beta (a fraction of the run time for a second more of compiling)."""
     return jax.jit(fn).lower(*args).compile(compiler_options={
-        "xla_backend_optimization_level": 3, "xla_cpu_use_fusion_emitters": True})(*args)
+        name: default for name, (_, default) in _COMPILE_OPTIONS.items()})(*args)
 
 
 def optimised_env() -> dict[str, str]:
